@@ -1,0 +1,38 @@
+"""perfkit: MPI performance analysis on xarray cubes (run x rank x function x metric)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning  # noqa: E402
+from perfkit.io.open import open_profile, open_runs  # noqa: E402
+from perfkit.model import KINDS, METRICS, combine_runs, validate  # noqa: E402
+from perfkit.storage import load, save  # noqa: E402
+
+# Public names that live in heavier modules, imported on first use.
+_LAZY = {
+    "open_matrix": "perfkit.io.matrix",
+    "scaling": "perfkit.analysis.scaling",
+    "fit_amdahl": "perfkit.analysis.models",
+    "imbalance": "perfkit.analysis.imbalance",
+    "diagnose": "perfkit.analysis.diagnosis",
+    "whatif": "perfkit.analysis.whatif",
+    "Topology": "perfkit.placement.topology",
+    "place": "perfkit.placement.strategies",
+    "explore": "perfkit.widgets.explorer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'perfkit' has no attribute {name!r}")
+
+
+__all__ = [
+    "ContractError", "KINDS", "METRICS", "PerfkitFormatError", "PerfkitWarning", "combine_runs",
+    "load", "open_profile", "open_runs", "save", "validate", *_LAZY,
+]

@@ -1,0 +1,136 @@
+"""Public entry points: ``open_profile`` (one run) and ``open_runs`` (many runs, via dask)."""
+
+from __future__ import annotations
+
+import glob as globlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import dask
+import xarray as xr
+
+from perfkit.errors import PerfkitFormatError
+from perfkit.io.registry import get_format, sniff_format
+from perfkit.model import RUN_FIELDS, combine_runs
+
+SIDECAR_SUFFIX = ".perfkit.json"
+
+Metadata = Mapping[str, Mapping[str, Any]] | Callable[[Path], Mapping[str, Any]] | None
+
+
+def sidecar_metadata(path: str | PathLike) -> dict[str, Any]:
+    """Run metadata from ``<file>.perfkit.json`` (or ``<dir>/perfkit.json``) beside a profile."""
+    path = Path(path)
+    candidates = [path.with_name(path.name + SIDECAR_SUFFIX)]
+    if path.is_dir():
+        candidates.append(path / "perfkit.json")
+    for cand in candidates:
+        if cand.is_file():
+            try:
+                meta = json.loads(cand.read_text())
+            except json.JSONDecodeError as exc:
+                raise PerfkitFormatError(cand, exc.lineno, f"sidecar is not valid JSON: {exc.msg}") from exc
+            if not isinstance(meta, dict):
+                raise PerfkitFormatError(cand, 1, "sidecar must hold a JSON object of run metadata")
+            unknown = set(meta) - set(RUN_FIELDS)
+            if unknown:
+                raise PerfkitFormatError(cand, None, f"unknown run metadata {sorted(unknown)}; known: {list(RUN_FIELDS)}")
+            return meta
+    return {}
+
+
+def open_profile(path: str | PathLike, format: str | None = None, **run_metadata: Any) -> xr.Dataset:
+    """Read one run's profile into the canonical Dataset.
+
+    ``format`` is sniffed from content when None. Metadata precedence: what the file states,
+    then ``run_metadata``, then a sidecar ``<file>.perfkit.json``; nothing is invented.
+    """
+    path = Path(path)
+    name = format or sniff_format(path)
+    meta = {**sidecar_metadata(path), **run_metadata}
+    meta.setdefault("label", path.stem if path.is_file() else path.name)
+    meta.setdefault("source", str(path))
+    return get_format(name).reader()(path, **meta)
+
+
+def expand_paths(paths_or_glob: str | PathLike | Iterable[str | PathLike]) -> list[Path]:
+    """Sorted list of files from a glob pattern, a path, or an iterable of paths."""
+    if isinstance(paths_or_glob, (str, PathLike)):
+        text = str(paths_or_glob)
+        found = sorted(globlib.glob(text, recursive=True)) if any(c in text for c in "*?[") else [text]
+    else:
+        found = [str(p) for p in paths_or_glob]
+    if not found:
+        raise FileNotFoundError(f"no files match {paths_or_glob!r}")
+    return [Path(p) for p in found]
+
+
+def _metadata_for(path: Path, metadata: Metadata) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if callable(metadata):
+        return dict(metadata(path))
+    return dict(metadata.get(str(path), metadata.get(path.name, {})))
+
+
+def _unique_labels(paths: Sequence[Path]) -> list[str]:
+    """Shortest distinguishing labels: file stems, else with as many parent folders as needed."""
+    for depth in range(1, max(len(p.parts) for p in paths) + 1):
+        labels = ["/".join((*p.parts[-depth:-1], p.stem)) for p in paths]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(p) for p in paths]
+
+
+def open_runs(
+    paths_or_glob: str | PathLike | Iterable[str | PathLike],
+    format: str | None = None,
+    metadata: Metadata = None,
+    *,
+    chunks: Mapping[str, int] | None = None,
+    progress: bool | None = None,
+) -> xr.Dataset:
+    """Read many runs in parallel with dask and combine them along ``run``.
+
+    ``metadata`` maps a path (or file name) to run metadata, or is a callable path -> mapping.
+    Uses the active ``dask.distributed`` client when there is one, else dask's default
+    scheduler. ``chunks`` (e.g. ``{"rank": 4096}``) returns a lazy dask-backed cube.
+    ``progress`` shows a progress bar (default: when more than 20 files).
+    """
+    paths = expand_paths(paths_or_glob)
+    labels = _unique_labels(paths)
+    tasks = []
+    for path, label in zip(paths, labels):
+        meta = {"label": label, **_metadata_for(path, metadata)}
+        tasks.append(dask.delayed(open_profile, pure=True)(path, format, **meta))
+    show = len(paths) > 20 if progress is None else progress
+    runs = _compute(tasks, show)
+    ds = combine_runs(runs)
+    if chunks:
+        ds = ds.chunk(dict(chunks))
+    return ds
+
+
+def _compute(tasks: list[Any], show_progress: bool) -> list[xr.Dataset]:
+    try:
+        from distributed import get_client
+
+        client = get_client()
+    except (ImportError, ValueError):
+        client = None
+    if client is not None:
+        futures = client.compute(tasks)
+        if show_progress:
+            from distributed import progress
+
+            progress(futures, notebook=False)
+        return client.gather(futures)
+    if show_progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(minimum=1.0):
+            return list(dask.compute(*tasks, scheduler="threads"))
+    return list(dask.compute(*tasks, scheduler="threads"))

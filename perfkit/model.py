@@ -1,0 +1,303 @@
+"""The canonical perfkit Dataset: names, vocabulary, construction, validation, combining.
+
+Every reader returns, and every analysis accepts, an ``xarray.Dataset`` with
+
+* ``profile``: float64 cube with dims ``(run, rank, function, metric)``; NaN where a value
+  was not measured or the rank does not exist in that run;
+* ``traffic`` (optional): dims ``(run, sender, receiver, quantity)``, sender -> receiver;
+* ``sizes`` (optional): dims ``(run, rank, function, size_bin, stat)``.
+
+See ``docs/contract.md`` for the full description.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from perfkit.errors import ContractError
+
+PROFILE_DIMS = ("run", "rank", "function", "metric")
+TRAFFIC_DIMS = ("run", "sender", "receiver", "quantity")
+SIZES_DIMS = ("run", "rank", "function", "size_bin", "stat")
+
+#: Base metrics every profile carries (NaN when the format lacks them), with units.
+METRIC_UNITS: dict[str, str] = {
+    "time": "s",
+    "calls": "1",
+    "bytes_sent": "B",
+    "calls_sent": "1",
+    "bytes_recv": "B",
+    "calls_recv": "1",
+}
+METRICS = tuple(METRIC_UNITS)
+TRAFFIC_QUANTITIES = ("bytes", "count", "time")
+TRAFFIC_UNITS = {"bytes": "B", "count": "1", "time": "s"}
+SIZE_STATS = ("count", "time")
+
+#: What a function's time is: the ``kind`` coordinate vocabulary.
+KINDS = ("compute", "transfer", "wait_late_sender", "wait_collective", "io", "other")
+COMPUTE = "Compute"
+
+#: Run-level coordinates; numeric ones are float64 so that "unknown" can be NaN.
+RUN_NUMERIC = ("nprocs", "nodes", "ppn", "threads", "elapsed")
+RUN_TEXT = ("label", "system", "mode", "format", "source")
+RUN_FIELDS = RUN_TEXT + RUN_NUMERIC
+MODES = ("basic", "slt", "collective_wait", "perfect", "")
+
+#: Function labels: MPI calls, their wait parts (w_ = late-sender wait, b_ = collective wait).
+FUNCTION_NAME = re.compile(r"^((w_|b_)?MPI_\w+|Compute)$")
+_IO_CALL = re.compile(r"^(MPI_File_\w+|read|write|open|close|fread|fwrite|pread|pwrite|lseek)$")
+_OTHER_CALLS = {
+    "MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_rank", "MPI_Comm_size",
+    "MPI_Wtime", "MPI_Abort", "MPI_Initialized", "MPI_Finalized", "MPI_Get_count",
+    "MPI_Get_processor_name", "MPI_Type_commit", "MPI_Type_free", "MPI_Comm_free",
+    "MPI_Comm_dup", "MPI_Comm_split", "MPI_Comm_create", "MPI_Group_incl", "MPI_Comm_group",
+    "MPI_Type_contiguous", "MPI_Type_vector", "MPI_Type_indexed", "MPI_Type_create_struct",
+    "MPI_Op_create", "MPI_Op_free", "MPI_Request_free", "MPI_Cart_create", "MPI_Cart_shift",
+    "MPI_Cart_coords", "MPI_Cart_rank", "MPI_Dims_create", "MPI_Pcontrol",
+}
+
+
+def default_kind(call: str) -> str:
+    """The ``kind`` of a plain (not wait-split) function named ``call``."""
+    if call == COMPUTE:
+        return "compute"
+    if _IO_CALL.match(call):
+        return "io"
+    if call in _OTHER_CALLS or not call.startswith("MPI_"):
+        return "other"
+    return "transfer"
+
+
+def run_coords(**meta: Any) -> dict[str, Any]:
+    """Normalise one run's metadata to the run coordinate fields (unknown -> NaN / "")."""
+    unknown = set(meta) - set(RUN_FIELDS)
+    if unknown:
+        raise ContractError(f"unknown run metadata {sorted(unknown)}; known: {list(RUN_FIELDS)}")
+    out: dict[str, Any] = {}
+    for name in RUN_TEXT:
+        value = meta.get(name)
+        out[name] = "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+    for name in RUN_NUMERIC:
+        value = meta.get(name)
+        try:
+            out[name] = np.nan if value is None or value == "" else float(value)
+        except (TypeError, ValueError) as exc:
+            raise ContractError(f"run metadata {name}={value!r} is not a number") from exc
+    if out["mode"] not in MODES:
+        raise ContractError(f"run mode {out['mode']!r} is not one of {MODES[:-1]}")
+    return out
+
+
+def make_run(
+    profile: np.ndarray,
+    *,
+    ranks: Sequence[int],
+    functions: Sequence[str],
+    calls: Sequence[str] | None = None,
+    kinds: Sequence[str] | None = None,
+    metrics: Sequence[str] = METRICS,
+    extra_units: Mapping[str, str] | None = None,
+    run: Mapping[str, Any] | None = None,
+    traffic: np.ndarray | Any | None = None,
+    sizes: np.ndarray | None = None,
+    size_bins: Sequence[float] | None = None,
+    warnings: Iterable[str] = (),
+    reader: str = "",
+) -> xr.Dataset:
+    """Build a one-run canonical Dataset.
+
+    ``profile`` has shape (rank, function, metric) in the order given by ``metrics``; any base
+    metric missing from ``metrics`` is added as NaN. ``traffic`` has shape
+    (sender, receiver, quantity) over ``ranks`` x ``ranks`` x ``TRAFFIC_QUANTITIES`` (numpy or
+    ``sparse.COO``). ``sizes`` has shape (rank, function, size_bin, stat).
+    """
+    profile = np.asarray(profile, dtype=np.float64)
+    metrics = list(metrics)
+    functions = [str(f) for f in functions]
+    calls = list(calls) if calls is not None else list(functions)
+    kinds = list(kinds) if kinds is not None else [default_kind(c) for c in calls]
+    missing = [m for m in METRICS if m not in metrics]
+    if missing:
+        pad = np.full(profile.shape[:2] + (len(missing),), np.nan)
+        profile = np.concatenate([profile, pad], axis=2)
+        metrics += missing
+    units = {**METRIC_UNITS, **(extra_units or {})}
+    rank_index = np.asarray(ranks, dtype=np.int64)
+    data_vars: dict[str, Any] = {
+        "profile": (PROFILE_DIMS, profile[np.newaxis]),
+    }
+    coords: dict[str, Any] = {
+        "rank": rank_index,
+        "function": functions,
+        "call": ("function", calls),
+        "kind": ("function", kinds),
+        "metric": metrics,
+        "units": ("metric", [units.get(m, "") for m in metrics]),
+    }
+    meta = run_coords(**(run or {}))
+    meta["label"] = meta["label"] or "run0"
+    coords["run"] = [meta["label"]]
+    for name, value in meta.items():
+        coords[name] = ("run", [value])
+    if traffic is not None:
+        data_vars["traffic"] = (TRAFFIC_DIMS, _expand_run(traffic))
+        coords["sender"] = rank_index
+        coords["receiver"] = rank_index
+        coords["quantity"] = list(TRAFFIC_QUANTITIES)
+        coords["quantity_units"] = ("quantity", [TRAFFIC_UNITS[q] for q in TRAFFIC_QUANTITIES])
+    if sizes is not None:
+        data_vars["sizes"] = (SIZES_DIMS, np.asarray(sizes, dtype=np.float64)[np.newaxis])
+        coords["size_bin"] = np.asarray(size_bins, dtype=np.float64)
+        coords["stat"] = list(SIZE_STATS)
+    ds = xr.Dataset(data_vars, coords=coords)
+    if sizes is not None:
+        ds["size_bin"].attrs.update(units="B", description="message-size bin label (bytes)")
+    ds.attrs.update(provenance(reader=reader, warnings=list(warnings)))
+    return ds
+
+
+def _expand_run(array: Any) -> Any:
+    """Add a leading run axis to a numpy or pydata-sparse array."""
+    if isinstance(array, np.ndarray):
+        return np.asarray(array, dtype=np.float64)[np.newaxis]
+    return array[None, ...].astype(np.float64)
+
+
+def provenance(reader: str, warnings: list[str]) -> dict[str, str]:
+    """Dataset attributes recording who read the data and what went oddly (JSON list)."""
+    from perfkit import __version__
+
+    return {
+        "perfkit_version": __version__,
+        "reader": reader,
+        "warnings": json.dumps(warnings),
+    }
+
+
+def read_warnings(ds: xr.Dataset) -> list[str]:
+    """The warnings recorded in ``ds.attrs`` while reading."""
+    return list(json.loads(ds.attrs.get("warnings", "[]")))
+
+
+def validate(ds: xr.Dataset) -> xr.Dataset:
+    """Raise ``ContractError`` naming every way ``ds`` breaks the contract; return ``ds``."""
+    problems: list[str] = []
+    if not isinstance(ds, xr.Dataset):
+        raise ContractError(f"expected an xarray.Dataset, got {type(ds).__name__}")
+    if "profile" not in ds:
+        raise ContractError("Dataset has no 'profile' variable")
+    prof = ds["profile"]
+    if prof.dims != PROFILE_DIMS:
+        problems.append(f"profile dims are {prof.dims}, expected {PROFILE_DIMS}")
+    if prof.dtype != np.float64:
+        problems.append(f"profile dtype is {prof.dtype}, expected float64")
+    if "metric" in ds.coords:
+        absent = [m for m in METRICS if m not in ds["metric"].values]
+        if absent:
+            problems.append(f"metric coordinate lacks base metrics {absent}")
+        if "units" not in ds.coords or ds["units"].dims != ("metric",):
+            problems.append("no 'units' coordinate on metric")
+    for name in ("call", "kind"):
+        if name not in ds.coords or ds[name].dims != ("function",):
+            problems.append(f"no '{name}' coordinate on function")
+    if "kind" in ds.coords:
+        bad = sorted(set(map(str, ds["kind"].values)) - set(KINDS))
+        if bad:
+            problems.append(f"kind values {bad} are not in {KINDS}")
+    if "function" in ds.coords:
+        funcs = [str(f) for f in ds["function"].values]
+        if len(set(funcs)) != len(funcs):
+            problems.append("function labels are not unique")
+        kinds = ds["kind"].values if "kind" in ds.coords else ["other"] * len(funcs)
+        bad_names = [f for f, k in zip(funcs, kinds) if not FUNCTION_NAME.match(f) and k not in ("io", "other")]
+        if bad_names:
+            problems.append(f"functions {bad_names[:5]} are not named MPI_Xxx, w_MPI_Xxx, b_MPI_Xxx or Compute")
+    for name in RUN_FIELDS:
+        if name not in ds.coords or ds[name].dims != ("run",):
+            problems.append(f"no run coordinate '{name}'")
+    for dim in ("rank", "run"):
+        if dim in ds.indexes and not ds.indexes[dim].is_unique:
+            problems.append(f"{dim} labels are not unique")
+    if "traffic" in ds:
+        if ds["traffic"].dims != TRAFFIC_DIMS:
+            problems.append(f"traffic dims are {ds['traffic'].dims}, expected {TRAFFIC_DIMS}")
+        elif list(ds["quantity"].values) != list(TRAFFIC_QUANTITIES):
+            problems.append(f"traffic quantities are {list(ds['quantity'].values)}, expected {TRAFFIC_QUANTITIES}")
+    if "sizes" in ds and ds["sizes"].dims != SIZES_DIMS:
+        problems.append(f"sizes dims are {ds['sizes'].dims}, expected {SIZES_DIMS}")
+    if problems:
+        raise ContractError("Dataset breaks the perfkit contract:\n- " + "\n- ".join(problems))
+    return ds
+
+
+def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = None) -> xr.Dataset:
+    """Concatenate canonical Datasets along ``run``; NaN outside each run's ranks/functions.
+
+    Run labels must be unique; pass ``labels`` to rename. The union of functions keeps each
+    function's ``call`` and ``kind`` (which must agree between runs).
+    """
+    if not datasets:
+        raise ContractError("no runs to combine")
+    datasets = [validate(d) for d in datasets]
+    if labels is not None:
+        datasets = [d.assign_coords(run=[lab], label=("run", [lab])) for d, lab in zip(datasets, labels, strict=True)]
+    run_labels = [str(v) for d in datasets for v in d["run"].values]
+    dup = sorted({r for r in run_labels if run_labels.count(r) > 1})
+    if dup:
+        raise ContractError(f"run labels {dup} occur more than once; pass labels=... to name runs uniquely")
+    call_of: dict[str, str] = {}
+    kind_of: dict[str, str] = {}
+    for d in datasets:
+        for f, c, k in zip(d["function"].values, d["call"].values, d["kind"].values):
+            if call_of.setdefault(str(f), str(c)) != str(c) or kind_of.setdefault(str(f), str(k)) != str(k):
+                raise ContractError(f"function {f!r} has different call/kind in different runs")
+    functions = _ordered_union(d["function"].values for d in datasets)
+    metrics = _ordered_union(d["metric"].values for d in datasets)
+    units = {}
+    for d in datasets:
+        units.update(dict(zip(map(str, d["metric"].values), map(str, d["units"].values))))
+    ranks = np.unique(np.concatenate([d["rank"].values for d in datasets]))
+    indexers: dict[str, Any] = {"rank": ranks, "function": functions, "metric": metrics}
+    if any("traffic" in d for d in datasets):
+        indexers.update(sender=ranks, receiver=ranks)
+    if any("sizes" in d for d in datasets):
+        indexers["size_bin"] = np.unique(np.concatenate([d["size_bin"].values for d in datasets if "size_bin" in d.coords]))
+    aligned = []
+    for d in datasets:
+        d = d.drop_vars(["call", "kind", "units"])
+        d = d.reindex({k: v for k, v in indexers.items() if k in d.dims}, fill_value=np.nan)
+        aligned.append(d)
+    out = xr.concat(aligned, dim="run", data_vars="all", coords="different", compat="equals",
+                    join="outer", fill_value=np.nan, combine_attrs="drop_conflicts")
+    out = out.assign_coords(
+        call=("function", [call_of[f] for f in functions]),
+        kind=("function", [kind_of[f] for f in functions]),
+        units=("metric", [units[m] for m in metrics]),
+    )
+    warnings = [f"{r}: {w}" for d in datasets for r in map(str, d["run"].values) for w in read_warnings(d)]
+    out.attrs.update(provenance(reader=",".join(sorted({d.attrs.get("reader", "") for d in datasets})), warnings=warnings))
+    return validate(out)
+
+
+def _ordered_union(arrays: Iterable[Iterable[Any]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for values in arrays:
+        for v in values:
+            seen.setdefault(str(v), None)
+    return list(seen)
+
+
+def densify(ds: xr.Dataset) -> xr.Dataset:
+    """Return ``ds`` with any pydata-sparse variables converted to numpy (for netCDF/zarr)."""
+    out = ds.copy()
+    for name, var in ds.data_vars.items():
+        if hasattr(var.data, "todense") and not isinstance(var.data, np.ndarray):
+            out[name] = var.copy(data=var.data.todense())
+    return out
