@@ -7,10 +7,10 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning  # noqa: E402
-from perfkit.io.open import open_profile, open_runs  # noqa: E402
-from perfkit.model import KINDS, METRICS, combine_runs, validate  # noqa: E402
-from perfkit.storage import load, save  # noqa: E402
+from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
+from perfkit.io.open import open_profile, open_runs
+from perfkit.model import KINDS, METRICS, combine_runs, validate
+from perfkit.storage import load, save
 
 # Public names that live in heavier modules, imported on first use.
 _LAZY = {

@@ -48,7 +48,7 @@ COMPUTE = "Compute"
 RUN_NUMERIC = ("nprocs", "nodes", "ppn", "threads", "elapsed")
 RUN_TEXT = ("label", "system", "mode", "format", "source")
 RUN_FIELDS = RUN_TEXT + RUN_NUMERIC
-MODES = ("basic", "slt", "collective_wait", "perfect", "")
+MODES = ("basic", "slt", "collective_wait", "slt+collective_wait", "perfect", "")
 
 #: Function labels: MPI calls, their wait parts (w_ = late-sender wait, b_ = collective wait).
 FUNCTION_NAME = re.compile(r"^((w_|b_)?MPI_\w+|Compute)$")
@@ -125,7 +125,7 @@ def make_run(
     kinds = list(kinds) if kinds is not None else [default_kind(c) for c in calls]
     missing = [m for m in METRICS if m not in metrics]
     if missing:
-        pad = np.full(profile.shape[:2] + (len(missing),), np.nan)
+        pad = np.full((*profile.shape[:2], len(missing)), np.nan)
         profile = np.concatenate([profile, pad], axis=2)
         metrics += missing
     units = {**METRIC_UNITS, **(extra_units or {})}
@@ -268,7 +268,8 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
     if any("traffic" in d for d in datasets):
         indexers.update(sender=ranks, receiver=ranks)
     if any("sizes" in d for d in datasets):
-        indexers["size_bin"] = np.unique(np.concatenate([d["size_bin"].values for d in datasets if "size_bin" in d.coords]))
+        bins = [d["size_bin"].values for d in datasets if "size_bin" in d.coords]
+        indexers["size_bin"] = np.unique(np.concatenate(bins))
     aligned = []
     for d in datasets:
         d = d.drop_vars(["call", "kind", "units"])
@@ -282,7 +283,8 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
         units=("metric", [units[m] for m in metrics]),
     )
     warnings = [f"{r}: {w}" for d in datasets for r in map(str, d["run"].values) for w in read_warnings(d)]
-    out.attrs.update(provenance(reader=",".join(sorted({d.attrs.get("reader", "") for d in datasets})), warnings=warnings))
+    readers = ",".join(sorted({d.attrs.get("reader", "") for d in datasets}))
+    out.attrs.update(provenance(reader=readers, warnings=warnings))
     return validate(out)
 
 

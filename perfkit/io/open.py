@@ -37,7 +37,8 @@ def sidecar_metadata(path: str | PathLike) -> dict[str, Any]:
                 raise PerfkitFormatError(cand, 1, "sidecar must hold a JSON object of run metadata")
             unknown = set(meta) - set(RUN_FIELDS)
             if unknown:
-                raise PerfkitFormatError(cand, None, f"unknown run metadata {sorted(unknown)}; known: {list(RUN_FIELDS)}")
+                raise PerfkitFormatError(cand, None,
+                                         f"unknown run metadata {sorted(unknown)}; known: {list(RUN_FIELDS)}")
             return meta
     return {}
 

@@ -1,0 +1,85 @@
+"""Write a one-run canonical Dataset as MPInside text tables (the layout ``mpinside.read`` reads)."""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from perfkit.io.mpinside_names import column_name
+
+TABLES = (
+    ("time", "Communication time totals (s)", "%.6f"),
+    ("bytes_sent", "Bytes sent", "%.0f"),
+    ("calls_sent", "Calls sending data", "%.0f"),
+    ("bytes_recv", "Bytes received", "%.0f"),
+    ("calls_recv", "Calls receiving data", "%.0f"),
+)
+MATRICES = (("SIZE", "bytes", "%.0f"), ("REQUEST", "count", "%.0f"), ("TIME", "time", "%.6f"))
+
+
+def write(ds: xr.Dataset, path: str | PathLike, *, matrix_layout: str = "sparse") -> Path:
+    """Write the single run in ``ds`` to ``path``; NaN is written as ``-----``.
+
+    ``matrix_layout`` is ``"sparse"`` (``i j value`` rows, non-zeros only) or ``"dense"``.
+    """
+    if ds.sizes.get("run", 1) != 1:
+        raise ValueError("write() takes a Dataset holding one run; select it with ds.isel(run=[k])")
+    one = ds.isel(run=0)
+    path = Path(path)
+    profile = one["profile"]
+    in_tables = ~np.all(np.isnan(profile.sel(metric=[m for m, _, _ in TABLES]).values), axis=(0, 2))
+    columns = [column_name(str(f), str(k)) for f, k in
+               zip(one["function"].values[in_tables], one["kind"].values[in_tables])]
+    profile = profile.isel(function=in_tables)
+    ranks = one["rank"].values
+    with open(path, "w") as fh:
+        for metric, title, fmt in TABLES:
+            _table(fh, title, ["CPU", *columns], ranks, profile.sel(metric=metric).values, fmt)
+        if "sizes" in one:
+            _sizes(fh, one)
+        if "traffic" in one:
+            _matrices(fh, one, matrix_layout)
+    return path
+
+
+def _table(fh: TextIO, title: str, header: list[str], index: np.ndarray, values: np.ndarray, fmt: str) -> None:
+    fh.write(f">>>> {title} <<<<\n{' '.join(header)}\n")
+    frame = pd.DataFrame(values, index=index)
+    frame.to_csv(fh, sep=" ", header=False, na_rep="-----", float_format=fmt, lineterminator="\n")
+
+
+def _sizes(fh: TextIO, one: xr.Dataset) -> None:
+    sizes = one["sizes"]
+    for r in one["rank"].values:
+        per_rank = sizes.sel(rank=r)
+        used = ~np.all(np.isnan(per_rank.values), axis=(1, 2))
+        if not used.any():
+            continue
+        funcs = [str(f).removeprefix("MPI_") for f in one["function"].values[used]]
+        for stat, title, fmt in (("count", "Sizes distribution", "%.0f"), ("time", "Size distribution times", "%.6f")):
+            values = per_rank.sel(stat=stat).values[used].T[::-1]
+            _table(fh, f"Rank {r} {title}", ["Sizes", *funcs], one["size_bin"].values[::-1].astype(np.int64),
+                   values, fmt)
+
+
+def _matrices(fh: TextIO, one: xr.Dataset, layout: str) -> None:
+    ranks = one["rank"].values
+    for name, quantity, fmt in MATRICES:
+        m = one["traffic"].sel(quantity=quantity).data
+        m = m.todense() if hasattr(m, "todense") else np.asarray(m)
+        if np.all(np.isnan(m)):
+            continue
+        if name == "TIME":  # TIME(i,j): time i spent receiving from j
+            m = m.T
+        if layout == "dense":
+            _table(fh, f"{name}(i,j)", ["CPU", *map(str, ranks)], ranks, m, fmt)
+            continue
+        i, j = np.nonzero(np.nan_to_num(m))
+        fh.write(f">>>> {name}(i,j) <<<<\ni j value\n")
+        frame = pd.DataFrame({"i": ranks[i], "j": ranks[j], "v": m[i, j]})
+        frame.to_csv(fh, sep=" ", header=False, index=False, float_format=fmt, lineterminator="\n")
