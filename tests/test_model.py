@@ -1,0 +1,90 @@
+"""The canonical Dataset contract: construction, validation, combining runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import perfkit
+from perfkit.model import METRICS, make_run, read_warnings, run_coords
+from tests.helpers import small_run
+
+
+def test_make_run_pads_base_metrics_and_units():
+    ds = make_run(np.ones((2, 1, 1)), ranks=[0, 1], functions=["Compute"], metrics=["time"])
+    assert list(ds["metric"].values) == list(METRICS)
+    assert ds["units"].sel(metric="time").item() == "s"
+    assert np.isnan(ds["profile"].sel(metric="bytes_sent")).all()
+    assert ds["profile"].dims == ("run", "rank", "function", "metric")
+    perfkit.validate(ds)
+
+
+def test_unknown_run_values_are_nan_not_invented():
+    meta = run_coords(label="x")
+    assert np.isnan(meta["nodes"]) and np.isnan(meta["elapsed"]) and meta["system"] == ""
+    with pytest.raises(perfkit.ContractError, match="not a number"):
+        run_coords(nodes="many")
+    with pytest.raises(perfkit.ContractError, match="unknown run metadata"):
+        run_coords(colour="red")
+    with pytest.raises(perfkit.ContractError, match="mode"):
+        run_coords(mode="fast")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda ds: ds.assign(profile=ds["profile"].transpose("rank", "run", "function", "metric")), "profile dims"),
+        (lambda ds: ds.assign(profile=ds["profile"].astype("float32")), "float64"),
+        (lambda ds: ds.drop_vars("kind"), "'kind'"),
+        (lambda ds: ds.assign_coords(kind=("function", ["compute", "waiting", "transfer"])), "kind values"),
+        (lambda ds: ds.sel(metric=["time", "calls"]), "lacks base metrics"),
+        (lambda ds: ds.drop_vars("nodes"), "'nodes'"),
+        (lambda ds: ds.drop_vars("profile"), "no 'profile'"),
+        (lambda ds: ds.assign_coords(function=["Compute", "Recv", "w_MPI_Recv"]), "MPI_Xxx"),
+        (lambda ds: ds.assign_coords(rank=[0, 0, 1, 2]), "rank labels are not unique"),
+    ],
+)
+def test_validate_names_what_is_wrong(mutate, message):
+    with pytest.raises(perfkit.ContractError, match=message):
+        perfkit.validate(mutate(small_run("a", 4)))
+
+
+def test_combine_runs_of_different_rank_counts(two_runs):
+    ds = perfkit.combine_runs(two_runs)
+    assert ds.sizes["run"] == 2 and ds.sizes["rank"] == 8
+    a = ds["profile"].sel(run="a")
+    assert np.isnan(a.sel(rank=slice(4, 7))).all()
+    np.testing.assert_array_equal(a.sel(rank=slice(0, 3)).values, two_runs[0]["profile"].isel(run=0).values)
+    assert np.isnan(ds["traffic"].sel(run="b")).all()
+    assert np.isnan(ds["traffic"].sel(run="a", sender=5)).all()
+    assert list(ds["mode"].values) == ["slt", ""]
+    assert ds["nodes"].sel(run="b") == 2 and np.isnan(ds["nodes"].sel(run="a"))
+    assert ds["call"].sel(function="w_MPI_Recv").item() == "MPI_Recv"
+
+
+def test_combine_union_of_functions_keeps_call_and_kind():
+    a = small_run("a", 2)
+    b = make_run(np.ones((2, 2, 6)), ranks=[0, 1], functions=["Compute", "b_MPI_Bcast"],
+                 calls=["Compute", "MPI_Bcast"], kinds=["compute", "wait_collective"], run={"label": "b"})
+    ds = perfkit.combine_runs([a, b])
+    assert list(ds["function"].values) == ["Compute", "MPI_Recv", "w_MPI_Recv", "b_MPI_Bcast"]
+    assert ds["kind"].sel(function="b_MPI_Bcast").item() == "wait_collective"
+    assert np.isnan(ds["profile"].sel(run="a", function="b_MPI_Bcast")).all()
+
+
+def test_combine_refuses_ambiguity():
+    with pytest.raises(perfkit.ContractError, match="more than once"):
+        perfkit.combine_runs([small_run("a", 2), small_run("a", 3)])
+    relabelled = perfkit.combine_runs([small_run("a", 2), small_run("a", 3)], labels=["x", "y"])
+    assert list(relabelled["label"].values) == ["x", "y"]
+    other = small_run("b", 2).assign_coords(kind=("function", ["compute", "transfer", "transfer"]))
+    with pytest.raises(perfkit.ContractError, match="different call/kind"):
+        perfkit.combine_runs([small_run("a", 2), other])
+    with pytest.raises(perfkit.ContractError, match="no runs"):
+        perfkit.combine_runs([])
+
+
+def test_combine_keeps_each_runs_warnings():
+    a = make_run(np.ones((1, 1, 6)), ranks=[0], functions=["Compute"], run={"label": "a"}, warnings=["odd"])
+    ds = perfkit.combine_runs([a, small_run("b", 1)])
+    assert read_warnings(ds) == ["a: odd"]

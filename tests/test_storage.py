@@ -1,0 +1,42 @@
+"""Lossless round trips to netCDF and zarr."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sparse
+import xarray as xr
+
+import perfkit
+from perfkit.model import make_run
+from tests.helpers import ROOT
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_round_trip_is_lossless(tmp_path, two_runs, suffix):
+    ds = perfkit.combine_runs(two_runs)
+    back = perfkit.load(perfkit.save(ds, tmp_path / f"cube{suffix}"))
+    xr.testing.assert_identical(back, ds)
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_round_trip_of_a_read_file(tmp_path, suffix):
+    ds = perfkit.open_profile(ROOT / "data" / "seed" / "mpinside_seed_tables.txt")
+    back = perfkit.load(perfkit.save(ds, tmp_path / f"seed{suffix}"))
+    xr.testing.assert_identical(back, ds)
+    assert back.attrs["warnings"] == ds.attrs["warnings"]
+
+
+def test_sparse_traffic_is_stored_densely(tmp_path):
+    coo = sparse.COO(np.array([[0, 1], [1, 0], [0, 0]]), np.array([5.0, 7.0]), shape=(2, 2, 3))
+    ds = make_run(np.ones((2, 1, 6)), ranks=[0, 1], functions=["Compute"], run={"label": "s"}, traffic=coo)
+    back = perfkit.load(perfkit.save(ds, tmp_path / "s.nc"))
+    assert back["traffic"].sel(sender=0, receiver=1, quantity="bytes") == 5
+    assert back["traffic"].sel(sender=1, receiver=0, quantity="bytes") == 7
+
+
+def test_lazy_load(tmp_path, two_runs):
+    path = perfkit.save(perfkit.combine_runs(two_runs), tmp_path / "cube.zarr")
+    lazy = perfkit.load(path, chunks={"rank": 2})
+    assert lazy["profile"].chunks is not None
+    np.testing.assert_array_equal(lazy["profile"].values, perfkit.combine_runs(two_runs)["profile"].values)
