@@ -164,10 +164,15 @@ def make_run(
 
 
 def _expand_run(array: Any) -> Any:
-    """Add a leading run axis to a numpy or pydata-sparse array."""
+    """Add a leading run axis to a numpy or pydata-sparse array (without sparse's slow indexing)."""
     if isinstance(array, np.ndarray):
         return np.asarray(array, dtype=np.float64)[np.newaxis]
-    return array[None, ...].astype(np.float64)
+    import sparse
+
+    coo = sparse.COO(array)
+    coords = np.vstack([np.zeros((1, coo.nnz), dtype=np.int64), coo.coords])
+    return sparse.COO(coords, coo.data.astype(np.float64), shape=(1, *coo.shape), has_duplicates=False,
+                      sorted=True, fill_value=coo.fill_value)
 
 
 def provenance(reader: str, warnings: list[str]) -> dict[str, str]:

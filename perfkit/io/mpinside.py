@@ -37,8 +37,7 @@ _RANK_TABLES = {
 _SIZES = re.compile(r"^rank\s+(\d+)\s+size(s)?\s+distribution(\s+times)?$", re.I)
 _MATRIX = re.compile(r"^(?:.*\b)?(TIME|SIZE|REQUEST)\s*\(\s*i\s*,\s*j\s*\)", re.I)
 _MATRIX_QUANTITY = {"SIZE": "bytes", "REQUEST": "count", "TIME": "time"}
-_WS = np.zeros(256, dtype=bool)
-_WS[[ord(c) for c in " \t\r\n\v\f"]] = True
+_TEXT_BYTES = bytes(range(32, 127)) + b" \t\r\n\v\f"
 
 
 @dataclass
@@ -63,7 +62,7 @@ def sniff(path: Path, head: bytes) -> bool:
 def iter_blocks(path: Path, data: bytes) -> Iterator[Block]:
     """Split the file into blocks; text before the first header must be blank or ``#`` comments."""
     start, line = _skip_preamble(path, data)
-    headers = _HEADER.finditer(data, start)
+    headers = _iter_headers(data, start)
     match = next(headers, None)
     while match is not None:
         following = next(headers, None)
@@ -72,6 +71,18 @@ def iter_blocks(path: Path, data: bytes) -> Iterator[Block]:
         yield Block(match.group(1).decode("ascii", "replace").strip(), body, line)
         line += 1 + body.count(b"\n")
         match = following
+
+
+def _iter_headers(data: bytes, start: int) -> Iterator[re.Match[bytes]]:
+    """Header lines from ``start`` on, found by searching for ``>>>`` (much faster than a regex scan)."""
+    pos = start
+    while (pos := data.find(b">>>", pos)) >= 0:
+        line_start = data.rfind(b"\n", 0, pos) + 1
+        if not data[line_start:pos].strip(b" \t") and (match := _HEADER.match(data, line_start)):
+            yield match
+            pos = match.end()
+        else:
+            pos += 3
 
 
 def _skip_preamble(path: Path, data: bytes) -> tuple[int, int]:
@@ -92,8 +103,7 @@ def _skip_preamble(path: Path, data: bytes) -> tuple[int, int]:
 
 
 def _is_text(raw: bytes) -> bool:
-    arr = np.frombuffer(raw, dtype=np.uint8)
-    return bool(np.all((arr >= 32) | _WS[arr]) and np.all(arr < 127))
+    return not raw.translate(None, _TEXT_BYTES)
 
 
 def _split_header(block: Block, path: Path) -> tuple[list[str], bytes, int]:
@@ -119,37 +129,32 @@ def parse_numbers(raw: bytes, ncols: int, path: Path, first_line: int, what: str
     """Parse a whitespace table of ``ncols`` numbers per line (``-----`` -> NaN) strictly."""
     if not raw.strip():
         raise PerfkitFormatError(path, first_line, f"{what}: expected rows of {ncols} columns, found none")
-    counts = _tokens_per_line(raw)
-    bad = np.flatnonzero((counts != ncols) & (counts != 0))
-    if bad.size:
-        row = int(bad[0])
-        raise PerfkitFormatError(path, first_line + row,
-                                 f"{what}: expected {ncols} columns as in its header, found {int(counts[row])}"
-                                 + (" (truncated table?)" if row == len(counts) - 1 else ""))
-    if not _is_text(raw):
+    if raw.translate(None, _TEXT_BYTES):
         row = _first_binary_line(raw)
         raise PerfkitFormatError(path, first_line + row, f"{what}: binary data where numbers were expected")
     try:
-        frame = pd.read_csv(BytesIO(raw), sep=r"\s+", header=None, engine="c", dtype=np.float64,
-                            na_values=[PLACEHOLDER.decode()], keep_default_na=False)
-    except ValueError:
+        values = pd.read_csv(BytesIO(raw), sep=r"\s+", header=None, engine="c", dtype=np.float64,
+                             na_values=[PLACEHOLDER.decode()], keep_default_na=False).to_numpy()
+    except ValueError:  # a row with a different field count, or text where a number belongs
+        _raise_on_bad_row(raw, ncols, path, first_line, what)
         row, token = _first_bad_token(raw)
         raise PerfkitFormatError(path, first_line + row,
                                  f"{what}: expected a number or '-----', found {token!r}") from None
-    return frame.to_numpy()
+    # pandas pads short rows with NaN: more NaN than placeholders means a row lacks fields
+    if values.shape[1] != ncols or np.count_nonzero(np.isnan(values)) != raw.count(PLACEHOLDER):
+        _raise_on_bad_row(raw, ncols, path, first_line, what)
+    return values
 
 
-def _tokens_per_line(raw: bytes) -> np.ndarray:
-    """Number of whitespace-separated tokens on every line of ``raw`` (vectorised)."""
-    arr = np.frombuffer(raw, dtype=np.uint8)
-    is_ws = _WS[arr]
-    starts = ~is_ws & np.concatenate(([True], is_ws[:-1]))
-    newlines = np.flatnonzero(arr == 10)
-    if arr.size == 0 or arr[-1] != 10:
-        newlines = np.append(newlines, arr.size)
-    bounds = np.concatenate(([0], newlines + 1))[:-1]
-    cum = np.concatenate(([0], np.cumsum(starts)))
-    return cum[np.minimum(newlines + 1, arr.size)] - cum[bounds]
+def _raise_on_bad_row(raw: bytes, ncols: int, path: Path, first_line: int, what: str) -> None:
+    """Find the first row whose field count differs from ``ncols`` (only called on bad input)."""
+    lines = raw.splitlines()
+    for row, line in enumerate(lines):
+        count = len(line.split())
+        if count not in (0, ncols):
+            truncated = " (truncated table?)" if row == len(lines) - 1 else ""
+            raise PerfkitFormatError(path, first_line + row,
+                                     f"{what}: expected {ncols} columns as in its header, found {count}{truncated}")
 
 
 def _first_bad_token(raw: bytes) -> tuple[int, str]:
@@ -176,6 +181,8 @@ def _rank_column(values: np.ndarray, path: Path, first_line: int, what: str) -> 
     if bad.size:
         raise PerfkitFormatError(path, first_line + int(bad[0]), f"{what}: CPU must be a rank number >= 0")
     ranks = values.astype(np.int64)
+    if ranks.size < 2 or np.all(ranks[1:] > ranks[:-1]):  # the usual case: increasing ranks
+        return ranks
     uniq, counts = np.unique(ranks, return_counts=True)
     if np.any(counts > 1):
         dup = int(uniq[counts > 1][0])
@@ -310,6 +317,8 @@ def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
            meta: dict[str, Any]) -> xr.Dataset:
     ranks = tables["time"].ranks
     for table in tables.values():
+        if np.array_equal(table.ranks, ranks):
+            continue
         extra = np.setdiff1d(table.ranks, ranks)
         if extra.size:
             raise PerfkitFormatError(path, table.line, f"table for {table.metric} has ranks {extra[:5].tolist()} "
@@ -329,12 +338,15 @@ def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
             functions.setdefault(name, column_function(name)[1:])
     names = list(functions)
     fidx = {f: k for k, f in enumerate(names)}
-    profile = np.full((ranks.size, len(names), len(_RANK_TABLES)), np.nan)
-    metric_order = list(_RANK_TABLES.values())
+    metrics = [*_RANK_TABLES.values(), "calls"]  # MPInside has no total-calls table: NaN
+    profile = np.full((ranks.size, len(names), len(metrics)), np.nan)
     for table in tables.values():
-        rows = pd.Index(ranks).get_indexer(table.ranks)
         cols = [fidx[column_function(c)[0]] for c in table.columns]
-        profile[np.ix_(rows, cols, [metric_order.index(table.metric)])] = table.values[:, :, None]
+        target = profile[:, :, metrics.index(table.metric)]
+        if np.array_equal(table.ranks, ranks) and cols == list(range(len(cols))):
+            target[:, : len(cols)] = table.values
+        else:
+            target[np.ix_(pd.Index(ranks).get_indexer(table.ranks), cols)] = table.values
         missing_cols = table_functions - {column_function(c)[0] for c in table.columns}
         if missing_cols and table.metric != "time":
             warnings.append(f"line {table.line}: {table.metric} table lacks columns {sorted(missing_cols)[:5]}")
@@ -352,8 +364,6 @@ def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
         run["elapsed"] = float(np.max(time_totals))
     traffic = _traffic(matrices, ranks, path, warnings)
     size_arr, bins = _sizes(sizes, ranks, fidx, path, warnings)
-    metrics = [*metric_order, "calls"]
-    profile = np.concatenate([profile, np.full((*profile.shape[:2], 1), np.nan)], axis=2)
     return make_run(profile, ranks=ranks, functions=names, calls=[functions[f][0] for f in names],
                     kinds=[functions[f][1] for f in names], metrics=metrics, run=run, traffic=traffic,
                     sizes=size_arr, size_bins=bins, warnings=warnings, reader="perfkit.io.mpinside")

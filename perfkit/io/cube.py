@@ -1,0 +1,366 @@
+"""Score-P CUBE4 profiles (``.cubex``), read through pycubexr.
+
+A ``.cubex`` file is a tar archive holding ``anchor.xml`` (metrics, regions, call tree, system
+tree) and one ``<id>.index`` / ``<id>.data`` pair per stored metric. The call tree is flattened:
+the exclusive values of every call-tree node whose region is an MPI function are summed per
+function name; everything else (user code, OpenMP, measurement regions) becomes ``Compute``.
+Locations (threads) are summed per process (MPI rank). See ``docs/formats/cube.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import struct
+import tarfile
+import zlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+from xml.etree.ElementTree import Element, ParseError
+
+import numpy as np
+import scipy.sparse
+import xarray as xr
+from defusedxml import ElementTree as SafeET
+from defusedxml.common import DefusedXmlException
+from pycubexr import CubexParser
+from pycubexr.utils.exceptions import (
+    CorruptIndexError,
+    InvalidConversionInstructionError,
+    MissingMetricError,
+    UnsupportedMetricFormatError,
+)
+
+from perfkit.errors import PerfkitFormatError
+from perfkit.model import COMPUTE, METRICS, RUN_NUMERIC, make_run
+
+READER = "perfkit.io.cube"
+ANCHOR = "anchor.xml"
+EXPECTED = "a Score-P CUBE4 .cubex file (a tar archive with anchor.xml, <id>.index and <id>.data members)"
+
+#: perfkit metric -> CUBE metric unique names that hold it (first present wins).
+#: ``comms_send``/``comms_recv``/``bytes_rcvd`` are Scalasca names (assumed, no fixture).
+CUBE_METRICS: dict[str, tuple[str, ...]] = {
+    "time": ("time",),
+    "calls": ("visits",),
+    "bytes_sent": ("bytes_sent",),
+    "calls_sent": ("comms_send",),
+    "bytes_recv": ("bytes_received", "bytes_rcvd"),
+    "calls_recv": ("comms_recv",),
+}
+#: CUBE data types that are plain numbers (pycubexr returns a numpy array for them).
+NUMERIC_DTYPES = re.compile(r"^(DOUBLE|FLOAT|U?INT(8|16|32|64)?|INTEGER|(UNSIGNED |SIGNED )?(SHORT )?INT(EGER)?|CHAR)$")
+MPI_REGION = re.compile(r"^MPI_\w+$", re.IGNORECASE)
+MEMBER = re.compile(rb"^(anchor\.xml|\d+\.(index|data))$")
+THREAD_TYPES = ("thread", "")
+PROCESS_TYPES = ("process", "")
+
+#: What pycubexr (and tarfile/zlib/XML underneath it) raises on a broken archive.
+_READ_ERRORS = (
+    tarfile.TarError, ParseError, DefusedXmlException, zlib.error, struct.error, EOFError, OSError,
+    AssertionError, KeyError, IndexError, ValueError, TypeError, AttributeError,
+    CorruptIndexError, InvalidConversionInstructionError, MissingMetricError, UnsupportedMetricFormatError,
+)
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True if ``head`` starts with a tar header whose member is a CUBE4 part."""
+    if len(head) < 512 or head[257:262] not in (b"ustar", b"\0\0\0\0\0"):
+        return False
+    name = head[:100].split(b"\0", 1)[0]
+    return bool(MEMBER.match(name))
+
+
+def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
+    """Read one ``.cubex`` profile into a one-run canonical Dataset (time in s, bytes in B)."""
+    path = Path(path)
+    _check_file(path)
+    anchor = _read_anchor(path)
+    system = _system_tree(path, anchor)
+    with _wrapped(path, "reading the profile with pycubexr"), CubexParser(path) as parser:
+        flat = _flatten_profile(path, parser, system)
+    warnings = system.warnings + flat.warnings
+    run = _run_metadata(path, system, flat, run_metadata, warnings)
+    return make_run(
+        flat.by_rank(system), ranks=system.ranks, functions=flat.functions, metrics=METRICS, run=run,
+        warnings=warnings, reader=READER,
+    )
+
+
+# --- the archive -------------------------------------------------------------------------------
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise FileNotFoundError(path)
+    if not path.is_file():
+        raise PerfkitFormatError(path, None, f"is a directory, expected {EXPECTED}")
+    if path.stat().st_size == 0:
+        raise PerfkitFormatError(path, None, f"the file is empty, expected {EXPECTED}")
+
+
+@contextmanager
+def _wrapped(path: Path, doing: str) -> Iterator[None]:
+    """Turn any exception pycubexr or the archive raises into a ``PerfkitFormatError``."""
+    try:
+        yield
+    except PerfkitFormatError:
+        raise
+    except _READ_ERRORS as exc:
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise PerfkitFormatError(path, None, f"broken or truncated CUBE4 archive while {doing} ({detail})") from exc
+
+
+def _open_tar(path: Path) -> tarfile.TarFile:
+    try:
+        return tarfile.open(path)
+    except tarfile.ReadError:
+        from pycubexr.utils.custom_tarinfo import TarInfoWithoutCheck
+
+        try:
+            return tarfile.open(path, tarinfo=TarInfoWithoutCheck)
+        except (tarfile.ReadError, ValueError) as exc:
+            reason = str(exc).splitlines()[-1].strip(" -")
+            raise PerfkitFormatError(path, None, f"not a tar archive ({reason}); expected {EXPECTED}") from exc
+
+
+def _read_anchor(path: Path) -> Element:
+    """The parsed ``anchor.xml`` member (plain or gzip-compressed)."""
+    with _wrapped(path, f"listing its members and reading {ANCHOR}"), _open_tar(path) as tar:
+        names = tar.getnames()
+        if ANCHOR not in names:
+            shown = ", ".join(names[:5]) or "none"
+            raise PerfkitFormatError(path, None, f"no member {ANCHOR} in the tar archive (members: {shown}); "
+                                                 f"expected {EXPECTED}")
+        raw = tar.extractfile(ANCHOR).read()
+    if not raw.lstrip().startswith(b"<"):
+        with _wrapped(path, f"decompressing member {ANCHOR}"):
+            raw = gzip.decompress(raw)
+    try:
+        root = SafeET.fromstring(raw)
+    except ParseError as exc:
+        line = exc.position[0] if exc.position else "?"
+        raise PerfkitFormatError(path, None, f"member {ANCHOR} is not valid XML (line {line}: {exc})") from exc
+    if root.tag != "cube" or root.find("system") is None or root.find("program") is None:
+        raise PerfkitFormatError(path, None, f"member {ANCHOR} has no <cube> with <program> and <system>")
+    return root
+
+
+# --- the system tree: locations -> ranks -> nodes -----------------------------------------------
+
+
+@dataclass
+class SystemTree:
+    """Who each location (thread) is: its process rank, node, and what the tree says of the machine."""
+
+    location_rank: dict[int, int] = field(default_factory=dict)
+    rank_node: dict[int, str] = field(default_factory=dict)
+    rank_threads: dict[int, int] = field(default_factory=dict)
+    has_nodes: bool = False
+    system: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> list[int]:
+        """Sorted MPI ranks found in the system tree."""
+        return sorted(self.rank_threads)
+
+    def rank_matrix(self, n_locations: int) -> scipy.sparse.csr_matrix:
+        """Sparse one-hot (rank, location) matrix: ``M @ values.T`` sums locations per rank."""
+        index = {r: i for i, r in enumerate(self.ranks)}
+        locations = np.fromiter(self.location_rank, dtype=np.int64)
+        ranks = np.array([index[r] for r in self.location_rank.values()], dtype=np.int64)
+        ones = np.ones(len(locations))
+        return scipy.sparse.csr_matrix((ones, (ranks, locations)), shape=(len(index), n_locations))
+
+
+def _system_tree(path: Path, anchor: Element) -> SystemTree:
+    tree = SystemTree()
+    skipped: dict[str, int] = {}
+    for top in anchor.find("system").findall("systemtreenode"):
+        _walk_system(path, top, None, tree, skipped)
+    if not tree.location_rank:
+        raise PerfkitFormatError(path, None, f"member {ANCHOR}: the system tree has no process locations")
+    if skipped:
+        kinds = ", ".join(f"{n} {t}" for t, n in sorted(skipped.items()))
+        tree.warnings.append(f"locations that are not CPU threads of a process were left out ({kinds})")
+    if max(tree.rank_threads.values()) > 1:
+        tree.warnings.append("multi-threaded profile: per-rank values are sums over the threads of each process "
+                             f"(up to {max(tree.rank_threads.values())} threads)")
+    return tree
+
+
+def _walk_system(path: Path, node: Element, node_name: str | None, tree: SystemTree, skipped: dict[str, int]) -> None:
+    cls = (node.findtext("class") or "").strip()
+    name = (node.findtext("name") or "").strip()
+    if cls == "machine" and not tree.system:
+        tree.system = name.removeprefix("machine ").strip()
+    if cls == "node":
+        tree.has_nodes = True
+        node_name = name
+    for group in node.findall("locationgroup"):
+        _add_group(path, group, node_name, tree, skipped)
+    for child in node.findall("systemtreenode"):
+        _walk_system(path, child, node_name, tree, skipped)
+
+
+def _add_group(path: Path, group: Element, node_name: str | None, tree: SystemTree, skipped: dict[str, int]) -> None:
+    gtype = (group.findtext("type") or "").strip()
+    locations = list(group.iter("location"))
+    if gtype not in PROCESS_TYPES:
+        skipped[gtype] = skipped.get(gtype, 0) + len(locations)
+        return
+    rank = _int(path, group.findtext("rank"), "locationgroup/rank")
+    for loc in locations:
+        ltype = (loc.findtext("type") or "").strip()
+        if ltype not in THREAD_TYPES:
+            skipped[ltype] = skipped.get(ltype, 0) + 1
+            continue
+        tree.location_rank[_int(path, loc.get("Id"), "location@Id")] = rank
+        tree.rank_threads[rank] = tree.rank_threads.get(rank, 0) + 1
+    if node_name is not None:
+        tree.rank_node[rank] = node_name
+
+
+def _int(path: Path, text: str | None, what: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError as exc:
+        raise PerfkitFormatError(path, None, f"member {ANCHOR}: {what} is {text!r}, expected an integer") from exc
+
+
+# --- the call tree: flatten to MPI functions + Compute ------------------------------------------
+
+
+@dataclass
+class FlatProfile:
+    """Per-location values of each metric, summed per function: (metric) -> (function, location)."""
+
+    functions: list[str]
+    values: dict[str, np.ndarray]
+    elapsed_per_location: np.ndarray
+    warnings: list[str] = field(default_factory=list)
+
+    def by_rank(self, system: SystemTree) -> np.ndarray:
+        """The (rank, function, metric) cube over ``METRICS``; NaN where not measured."""
+        n_loc = self.elapsed_per_location.size
+        to_rank = system.rank_matrix(n_loc)
+        cube = np.full((len(system.ranks), len(self.functions), len(METRICS)), np.nan)
+        for k, metric in enumerate(METRICS):
+            if metric in self.values:
+                cube[:, :, k] = to_rank @ self.values[metric].T
+        return cube
+
+
+def mpi_name(region_name: str) -> str | None:
+    """``MPI_Xxx`` spelling of an MPI region name (``MPI_ALLREDUCE`` -> ``MPI_Allreduce``), else None."""
+    name = region_name.strip()
+    if not MPI_REGION.match(name):
+        return None
+    rest = name[4:]
+    if rest.isupper():
+        rest = rest.lower()
+    return "MPI_" + rest[:1].upper() + rest[1:]
+
+
+def _flatten_profile(path: Path, parser: Any, system: SystemTree) -> FlatProfile:
+    cnodes = parser.all_cnodes()
+    n_loc = len(parser.get_locations())
+    if set(system.location_rank) - set(range(n_loc)):
+        raise PerfkitFormatError(path, None, f"member {ANCHOR}: location ids are not 0..{n_loc - 1}")
+    labels = [_label(parser.get_region(c)) for c in cnodes]
+    functions = [COMPUTE, *sorted({lab for lab in labels if lab != COMPUTE})]
+    index = np.array([functions.index(lab) for lab in labels])
+    metrics = {m.name: m for m in parser.all_metrics()}
+    flat = FlatProfile(functions=functions, values={}, elapsed_per_location=np.zeros(n_loc))
+    if "time" not in metrics:
+        raise PerfkitFormatError(path, None, f"member {ANCHOR}: no 'time' metric (metrics: {sorted(metrics)})")
+    for ours, names in CUBE_METRICS.items():
+        metric = next((metrics[n] for n in names if n in metrics), None)
+        if metric is None:
+            continue
+        if not NUMERIC_DTYPES.match(str(metric.data_type).strip()):
+            flat.warnings.append(f"metric {metric.name!r} has data type {metric.data_type}; left out")
+            continue
+        if metric.childs:
+            flat.warnings.append(f"metric {metric.name!r} has sub-metrics; only its own values are read")
+        try:
+            stored = parser.get_metric_values(metric)
+        except MissingMetricError:
+            if ours == "time":
+                raise PerfkitFormatError(path, None, f"no member {metric.id}.index/{metric.id}.data with the "
+                                                     "values of metric 'time'") from None
+            flat.warnings.append(f"metric {metric.name!r} is declared but the archive holds no values for it")
+            continue
+        values = _by_function(stored, cnodes, index, len(functions), n_loc)
+        if ours == "time":
+            flat.elapsed_per_location = values.sum(axis=0)
+        else:
+            values[0] = np.nan  # Compute has no calls or bytes of its own
+        flat.values[ours] = values
+    absent = [m for m in METRICS if m not in flat.values]
+    if absent:
+        flat.warnings.append(f"the profile does not measure {', '.join(absent)} (NaN)")
+    return flat
+
+
+def _label(region: Any) -> str:
+    """The function label of a region: its ``MPI_Xxx`` name, else ``Compute``."""
+    if (region.role or "").strip() == "artificial":
+        return COMPUTE
+    return mpi_name(region.name or "") or COMPUTE
+
+
+def _by_function(values: Any, cnodes: list[Any], index: np.ndarray, n_func: int, n_loc: int) -> np.ndarray:
+    """Exclusive values of every call-tree node summed per function: shape (function, location)."""
+    out = np.zeros((n_func, n_loc))
+    inclusive = values.metric.metric_type == "INCLUSIVE"
+    for cnode, f in zip(cnodes, index, strict=True):
+        own = np.asarray(values.cnode_values(cnode), dtype=np.float64)
+        if inclusive:
+            own = own - sum((np.asarray(values.cnode_values(c), dtype=np.float64) for c in cnode.get_children()),
+                            start=np.zeros(n_loc))
+        out[f] += own
+    return out
+
+
+# --- run metadata ---------------------------------------------------------------------------------
+
+
+def _run_metadata(
+    path: Path, system: SystemTree, flat: FlatProfile, given: Mapping[str, Any], warnings: list[str]
+) -> dict[str, Any]:
+    """What the file states, then ``given`` where the file is silent (conflicts recorded)."""
+    stated = _stated_metadata(system, flat)
+    run = {"label": path.name.removesuffix(".cubex"), "source": str(path), **given}
+    for name, value in stated.items():
+        old = run.get(name)
+        if old not in (None, "") and name in RUN_NUMERIC and not np.isclose(float(old), value):
+            warnings.append(f"run metadata {name}={old!r} given, but the file states {value:g}; using the file")
+        elif old not in (None, "") and name not in RUN_NUMERIC and str(old) != str(value):
+            warnings.append(f"run metadata {name}={old!r} given, but the file states {value!r}; using the file")
+        run[name] = value
+    return run
+
+
+def _stated_metadata(system: SystemTree, flat: FlatProfile) -> dict[str, Any]:
+    stated: dict[str, Any] = {
+        "format": "cube",
+        "nprocs": float(len(system.ranks)),
+        "threads": float(max(system.rank_threads.values())),
+        "elapsed": float(flat.elapsed_per_location.max()),
+    }
+    if system.system:
+        stated["system"] = system.system
+    if system.has_nodes and len(system.rank_node) == len(system.ranks):
+        per_node: dict[str, int] = {}
+        for node in system.rank_node.values():
+            per_node[node] = per_node.get(node, 0) + 1
+        stated["nodes"] = float(len(per_node))
+        if len(set(per_node.values())) == 1:
+            stated["ppn"] = float(next(iter(per_node.values())))
+    return stated
