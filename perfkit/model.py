@@ -39,6 +39,8 @@ METRICS = tuple(METRIC_UNITS)
 TRAFFIC_QUANTITIES = ("bytes", "count", "time")
 TRAFFIC_UNITS = {"bytes": "B", "count": "1", "time": "s"}
 SIZE_STATS = ("count", "time")
+#: Above this many elements, combined traffic is kept as a sparse array (absent runs read as 0).
+DENSE_TRAFFIC_LIMIT = 2**25
 
 #: What a function's time is: the ``kind`` coordinate vocabulary.
 KINDS = ("compute", "transfer", "wait_late_sender", "wait_collective", "io", "other")
@@ -270,7 +272,11 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
         units.update(dict(zip(map(str, d["metric"].values), map(str, d["units"].values))))
     ranks = np.unique(np.concatenate([d["rank"].values for d in datasets]))
     indexers: dict[str, Any] = {"rank": ranks, "function": functions, "metric": metrics}
-    if any("traffic" in d for d in datasets):
+    with_traffic = [d for d in datasets if "traffic" in d]
+    sparse_traffic = bool(with_traffic) and (
+        len(datasets) * ranks.size**2 * len(TRAFFIC_QUANTITIES) > DENSE_TRAFFIC_LIMIT
+        or any(not isinstance(d["traffic"].data, np.ndarray) for d in with_traffic))
+    if with_traffic and not sparse_traffic:
         indexers.update(sender=ranks, receiver=ranks)
     if any("sizes" in d for d in datasets):
         bins = [d["size_bin"].values for d in datasets if "size_bin" in d.coords]
@@ -278,9 +284,11 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
     aligned = []
     for d in datasets:
         d = d.drop_vars(["call", "kind", "units"])
+        if sparse_traffic:
+            d = d.drop_vars(["traffic", "sender", "receiver", "quantity", "quantity_units"], errors="ignore")
         d = d.reindex({k: v for k, v in indexers.items() if k in d.dims}, fill_value=np.nan)
         aligned.append(d)
-    out = xr.concat(aligned, dim="run", data_vars="all", coords="different", compat="equals",
+    out = xr.concat(aligned, dim="run", data_vars="all", coords="minimal", compat="equals",
                     join="outer", fill_value=np.nan, combine_attrs="drop_conflicts")
     out = out.assign_coords(
         call=("function", [call_of[f] for f in functions]),
@@ -288,9 +296,34 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
         units=("metric", [units[m] for m in metrics]),
     )
     warnings = [f"{r}: {w}" for d in datasets for r in map(str, d["run"].values) for w in read_warnings(d)]
+    if sparse_traffic:
+        out = out.assign(traffic=(TRAFFIC_DIMS, _stack_sparse_traffic(datasets, ranks)))
+        out = out.assign_coords(sender=ranks, receiver=ranks, quantity=list(TRAFFIC_QUANTITIES),
+                                quantity_units=("quantity", [TRAFFIC_UNITS[q] for q in TRAFFIC_QUANTITIES]))
+        absent = [str(r) for d in datasets if "traffic" not in d for r in d["run"].values]
+        if absent:
+            warnings.append(f"runs {absent} have no traffic matrices; in the sparse traffic array they read as 0")
     readers = ",".join(sorted({d.attrs.get("reader", "") for d in datasets}))
     out.attrs.update(provenance(reader=readers, warnings=warnings))
     return validate(out)
+
+
+def _stack_sparse_traffic(datasets: Sequence[xr.Dataset], ranks: np.ndarray) -> Any:
+    """One sparse (run, sender, receiver, quantity) array over the union of ``ranks``."""
+    import sparse
+
+    coords, data = [], []
+    for k, d in enumerate(datasets):
+        if "traffic" not in d:
+            continue
+        pos = np.searchsorted(ranks, d["rank"].values)
+        coo = sparse.COO(d["traffic"].data)
+        keep = ~np.isnan(coo.data)
+        c = coo.coords[:, keep]
+        coords.append(np.vstack([np.full(c.shape[1], k), pos[c[1]], pos[c[2]], c[3]]))
+        data.append(coo.data[keep])
+    shape = (len(datasets), ranks.size, ranks.size, len(TRAFFIC_QUANTITIES))
+    return sparse.COO(np.hstack(coords), np.concatenate(data), shape=shape, fill_value=0.0)
 
 
 def _ordered_union(arrays: Iterable[Iterable[Any]]) -> list[str]:

@@ -88,3 +88,14 @@ def test_combine_keeps_each_runs_warnings():
     a = make_run(np.ones((1, 1, 6)), ranks=[0], functions=["Compute"], run={"label": "a"}, warnings=["odd"])
     ds = perfkit.combine_runs([a, small_run("b", 1)])
     assert read_warnings(ds) == ["a: odd"]
+
+
+def test_large_combined_traffic_stays_sparse(monkeypatch, two_runs):
+    monkeypatch.setattr(perfkit.model, "DENSE_TRAFFIC_LIMIT", 10)
+    ds = perfkit.combine_runs(two_runs)
+    traffic = ds["traffic"].data
+    assert not isinstance(traffic, np.ndarray)
+    dense = traffic.todense()
+    np.testing.assert_allclose(dense[0, :4, :4], two_runs[0]["traffic"].values[0])
+    assert dense[1].sum() == 0 and dense[0, 4:].sum() == 0
+    assert any("no traffic matrices" in w for w in read_warnings(ds))

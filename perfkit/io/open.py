@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob as globlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
@@ -57,11 +58,16 @@ def open_profile(path: str | PathLike, format: str | None = None, **run_metadata
     return get_format(name).reader()(path, **meta)
 
 
+def natural_key(text: str) -> list[Any]:
+    """Sort key putting ``run2`` before ``run10`` (digit runs compare as numbers)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
 def expand_paths(paths_or_glob: str | PathLike | Iterable[str | PathLike]) -> list[Path]:
     """Sorted list of files from a glob pattern, a path, or an iterable of paths."""
     if isinstance(paths_or_glob, (str, PathLike)):
         text = str(paths_or_glob)
-        found = sorted(globlib.glob(text, recursive=True)) if any(c in text for c in "*?[") else [text]
+        found = sorted(globlib.glob(text, recursive=True), key=natural_key) if any(c in text for c in "*?[") else [text]
     else:
         found = [str(p) for p in paths_or_glob]
     if not found:
