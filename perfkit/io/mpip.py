@@ -1,0 +1,877 @@
+"""mpiP text reports (versions 2.x-3.5, verbose and concise ``-c``) -> the canonical Dataset.
+
+Verbose reports give per-rank values. For each rank and MPI function (mpiP's ``Allreduce`` is
+labelled ``MPI_Allreduce``), summed over the function's call sites (keyed by call-site ID):
+
+* ``time`` [s]: Count x Mean of "Callsite Time statistics" (mpiP prints milliseconds);
+* ``calls``: Count of the same rows; ``time_max`` / ``time_min`` [s]: longest / shortest call;
+* ``bytes_sent`` [B] and ``calls_sent``: Sum and Count of "Callsite Message Sent statistics";
+  ``bytes_io`` / ``bytes_rma`` [B] likewise from the I/O and RMA sections when present;
+* ``Compute`` time = AppTime - MPITime of the rank ("MPI Time" section).
+
+Rows hidden by a print threshold (``-t``) are detected (a site's ``*`` row counts more calls than
+its rank rows): the affected (rank, function) cells are NaN and a warning says so.
+
+Concise reports carry no per-rank rows, so ``profile`` stays NaN for every function and rank.
+What they do state is kept in extra variables:
+
+* ``summary`` (run, function, metric, stat) with stat ``total``, ``mean``, ``max``, ``min``: the
+  distribution over ranks of each function's per-rank total (``max``/``min`` only when the
+  function has a single call site: maxima of different sites need not fall on the same rank);
+* ``rank_of_max`` / ``rank_of_min`` (run, function, metric): the rank mpiP names for those;
+* ``task_time`` (run, task_metric, task_stat) with task_metric ``app``/``mpi`` and task_stat ``total``,
+  ``mean``, ``max``, ``min``, ``stddev`` [s], and ``task_rank_of_max`` / ``task_rank_of_min``.
+
+``nprocs`` of a concise report is Aggregate AppTime / Mean AppTime (both printed to 1 us).
+
+Both styles: ``-y``/``-p`` histograms become ``coll_time_share`` / ``p2p_sent_share``
+(run, function, comm_bin, size_bin) in percent, NaN for bins outside mpiP's top twenty; run
+``elapsed`` is the largest AppTime (MPI_Init to MPI_Finalize of the slowest rank). Header facts
+(command, version, start/stop, hosts...) go to ``attrs`` as ``mpip_*``. See docs/formats/mpip.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from perfkit.errors import PerfkitFormatError
+from perfkit.model import COMPUTE, METRICS, make_run
+
+READER = "perfkit.io.mpip"
+SUPPORTED_MAJOR = (2, 3)
+STATS = ("total", "mean", "max", "min")
+TASK_STATS = (*STATS, "stddev")
+
+_HEADING = re.compile(r"^@--- (.*?)\s*-*\s*$")
+_COUNTED = re.compile(r"^(.*?):\s*(\d+)$")
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+_CALLSITE_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(?:(\d+)\s+)?(\S.*?)\s*$")
+_QUIET_LINES = ("No collective operations to report", "No point to point operations to report")
+_THRESHOLD_NOTE = "Total send/collective operation calls"
+
+# Section titles (without a trailing ": N") -> internal key.
+_TITLES = {
+    "MPI Time (seconds)": "task",
+    "Task Time Statistics (seconds)": "task_concise",
+    "Callsites": "callsites",
+    "Aggregate Time (top twenty, descending, milliseconds)": "agg_time",
+    "Aggregate Sent Message Size (top twenty, descending, bytes)": "agg_sent",
+    "Aggregate I/O Size (top twenty, descending, bytes)": "agg_io",
+    "Aggregate RMA Origin Size (top twenty, descending, bytes)": "agg_rma",
+    "Aggregate Collective Time (top twenty, descending)": "hist_coll",
+    "Aggregate Point-To-Point Sent (top twenty, descending)": "hist_p2p",
+    "Callsite Time statistics (all, milliseconds)": "cs_time",
+    "Callsite Time statistics (all callsites, milliseconds)": "cs_time_concise",
+    "Callsite Message Sent statistics (all, sent bytes)": "cs_sent",
+    "Callsite Message Sent statistics (all callsites, sent bytes)": "cs_sent_concise",
+    "Callsite I/O statistics (all, I/O bytes)": "cs_io",
+    "Callsite I/O statistics (all callsites, bytes)": "cs_io_concise",
+    "Callsite RMA statistics (all, origin bytes)": "cs_rma",
+    "Callsite RMA Target statistics (all callsites, bytes)": "cs_rma_concise",
+}
+_BYTES_KINDS = ("sent", "io", "rma")
+_TIME_COLUMNS = ("Name", "Site", "Rank", "Count", "Max", "Mean", "Min", "App%", "MPI%")
+_BYTES_COLUMNS = ("Name", "Site", "Rank", "Count", "Max", "Mean", "Min", "Sum")
+_CONCISE_COLUMNS = ("Name", "Site", "Tasks", "Max", "Mean", "Min", "MaxRnk", "MinRnk")
+_HIST_COLUMNS = {
+    "hist_coll": ("Call", "MPI", "Time", "%", "Comm", "Size", "Data", "Size"),
+    "hist_p2p": ("Call", "MPI", "Sent", "%", "Comm", "Size", "Data", "Size"),
+}
+
+
+@dataclass
+class _Section:
+    """Raw lines of one ``@--- Title ---`` section: its column header and its rows."""
+
+    title: str
+    line: int
+    declared: int | None
+    header: tuple[int, str] | None = None
+    rows: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Report:
+    """One mpiP report split into header facts and raw sections (one pass over the lines)."""
+
+    path: Path
+    header: dict[str, tuple[int, str]]
+    hosts: dict[int, str]
+    sections: dict[str, _Section]
+    warnings: list[str]
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True if ``head`` (the first bytes of ``path``) starts like an mpiP report."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return text.startswith(b"@ mpiP") and b"@ Version" in head[:4096]
+
+
+def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
+    """Read one mpiP report into the canonical Dataset (times in s, bytes in B).
+
+    File facts (nprocs, nodes, ppn, elapsed, format) take precedence over ``run_metadata``,
+    which fills the rest (label, source, system...).
+    """
+    report = _scan(Path(path))
+    if "cs_time_concise" in report.sections or "task_concise" in report.sections:
+        return _concise_dataset(report, run_metadata)
+    return _verbose_dataset(report, run_metadata)
+
+
+def callsites(path: str | PathLike) -> pd.DataFrame:
+    """Tidy call-site table of one mpiP report, one row per (site, rank), times in s.
+
+    Verbose reports: ``rank`` is <NA> on the ``*`` aggregate rows (``aggregate`` True); columns
+    ``count``, ``time`` (= count x mean), ``time_max``/``time_mean``/``time_min`` per call,
+    ``app_pct``, ``mpi_pct``, and per bytes section (sent, io, rma) ``<kind>_count``,
+    ``bytes_<kind>``, ``<kind>_max``/``<kind>_mean``/``<kind>_min`` per call [B].
+    Concise reports: one row per site, rank <NA>, ``tasks`` and per-task totals
+    ``time_task_max``/``_mean``/``_min``, ``time_rank_of_max``/``_min`` (and the same for bytes).
+    Both carry ``site``, ``function`` (``MPI_Xxx``), ``file``, ``line``, ``parent`` (level 0 of
+    the stack) and ``stack`` (all levels, ``func (file:line)`` joined by `` < ``).
+    """
+    report = _scan(Path(path))
+    if "cs_time_concise" in report.sections:
+        table = _concise_site_table(report)
+    else:
+        table = _verbose_site_table(report)
+    return _with_locations(report, table)
+
+
+# ---------------------------------------------------------------- scanning
+
+
+def _fail(report_or_path: _Report | Path, line: int | None, message: str) -> PerfkitFormatError:
+    path = report_or_path.path if isinstance(report_or_path, _Report) else report_or_path
+    return PerfkitFormatError(path, line, message)
+
+
+def _scan(path: Path) -> _Report:
+    """Split the report into header facts and sections; check the frame (header, end marker)."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    first = next((i for i, text in enumerate(lines) if text.strip()), None)
+    if first is None:
+        raise _fail(path, None, "the file is empty (expected an mpiP report starting with '@ mpiP')")
+    if lines[first].strip() != "@ mpiP":
+        raise _fail(path, first + 1, f"expected '@ mpiP' (an mpiP report), found {lines[first].strip()[:60]!r}")
+    report = _Report(path, {}, {}, {}, [])
+    current: _Section | None = None
+    ended = False
+    for lineno, text in enumerate(lines[first + 1:], start=first + 2):
+        if text.startswith("@---"):
+            current = _open_section(report, lineno, text)
+            if current is None:
+                ended = True
+                _check_trailer(report, lines, lineno)
+                break
+            continue
+        stripped = text.strip()
+        if not stripped or stripped.strip("-") == "":
+            continue
+        if current is None:
+            _header_line(report, lineno, text)
+        elif current.header is None:
+            current.header = (lineno, text)
+        else:
+            current.rows.append((lineno, text))
+    if not ended:
+        raise _fail(path, len(lines), "file ends without the '@--- End of Report' heading: the report is truncated")
+    _check_version(report)
+    return report
+
+
+def _open_section(report: _Report, lineno: int, text: str) -> _Section | None:
+    """Register the section headed by ``text``; None for the End of Report heading."""
+    match = _HEADING.match(text.rstrip())
+    title = match.group(1).strip() if match else ""
+    if title == "End of Report":
+        return None
+    counted = _COUNTED.match(title)
+    base, declared = (counted.group(1).strip(), int(counted.group(2))) if counted else (title, None)
+    key = _TITLES.get(base)
+    section = _Section(title, lineno, declared)
+    if key is None:
+        report.warnings.append(f"line {lineno}: section {title!r} is not read by this reader")
+        return section
+    if key in report.sections:
+        raise _fail(report, lineno, f"section {title!r} appears a second time (two reports in one file?)")
+    report.sections[key] = section
+    return section
+
+
+def _header_line(report: _Report, lineno: int, text: str) -> None:
+    """Record one ``@ Key : value`` line of the report header."""
+    if not text.startswith("@ ") or ":" not in text:
+        raise _fail(report, lineno, f"expected an '@ Key : value' header line, found {text.strip()[:60]!r}")
+    key, _, value = text[2:].partition(":")
+    key, value = key.strip(), value.strip()
+    if key == "MPI Task Assignment":
+        rank, _, host = value.partition(" ")
+        if not rank.isdigit():
+            raise _fail(report, lineno, f"expected 'rank host' after MPI Task Assignment, found {value!r}")
+        report.hosts[int(rank)] = host.strip()
+    else:
+        report.header[key] = (lineno, value)
+
+
+def _check_trailer(report: _Report, lines: list[str], end_line: int) -> None:
+    extra = [i + 1 for i in range(end_line, len(lines)) if lines[i].strip().strip("-")]
+    if extra:
+        report.warnings.append(f"lines {extra[0]}-{extra[-1]}: text after '@--- End of Report' not read")
+
+
+def _check_version(report: _Report) -> None:
+    if "Version" not in report.header:
+        raise _fail(report, 2, "expected an '@ Version : x.y.z' line in the report header")
+    lineno, value = report.header["Version"]
+    match = _VERSION.match(value)
+    if not match:
+        raise _fail(report, lineno, f"expected a version number like 3.5.0, found {value!r}")
+    if int(match.group(1)) not in SUPPORTED_MAJOR:
+        raise _fail(report, lineno, f"mpiP version {value} is not supported (expected 2.x or 3.x)")
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _tokens(report: _Report, section: _Section, ncols: int) -> tuple[list[int], list[list[str]]]:
+    """Rows of ``section`` split on whitespace; each must have ``ncols`` fields."""
+    linenos, rows = [], []
+    for lineno, text in section.rows:
+        fields = text.split()
+        if len(fields) != ncols:
+            note = text.strip()
+            if note.startswith(_QUIET_LINES):
+                continue
+            if note.startswith(_THRESHOLD_NOTE):
+                report.warnings.append(f"line {lineno}: {note!r} not read")
+                continue
+            raise _fail(report, lineno, f"expected {ncols} columns in section {section.title!r}, found {len(fields)}")
+        linenos.append(lineno)
+        rows.append(fields)
+    return linenos, rows
+
+
+def _check_header(report: _Report, section: _Section, expected: Sequence[str]) -> None:
+    if section.header is None:
+        if section.rows:
+            raise _fail(report, section.rows[0][0], f"section {section.title!r} lacks its column header")
+        return
+    lineno, text = section.header
+    if text.strip().startswith(_QUIET_LINES):
+        section.header = None
+        return
+    if tuple(text.split()) != tuple(expected):
+        found = text.strip()
+        raise _fail(report, lineno, f"expected columns {' '.join(expected)} in {section.title!r}, found {found!r}")
+
+
+def _numbers(report: _Report, linenos: list[int], values: Sequence[str], column: str) -> np.ndarray:
+    """Column of numeric text -> float64 (PerfkitFormatError naming the first bad line)."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except ValueError:
+        for lineno, value in zip(linenos, values, strict=True):
+            try:
+                float(value)
+            except ValueError:
+                raise _fail(report, lineno, f"expected a number in column {column!r}, found {value!r}") from None
+        raise
+
+
+def _integers(report: _Report, linenos: list[int], values: Sequence[str], column: str) -> np.ndarray:
+    numbers = _numbers(report, linenos, values, column)
+    bad = np.flatnonzero(numbers != np.round(numbers))
+    if bad.size:
+        raise _fail(report, linenos[bad[0]], f"expected an integer in column {column!r}, found {values[bad[0]]!r}")
+    return numbers.astype(np.int64)
+
+
+def _ranks(report: _Report, linenos: list[int], values: Sequence[str]) -> np.ndarray:
+    """Rank column: integers, -1 for the ``*`` aggregate rows."""
+    text = np.asarray(values, dtype=object)
+    star = text == "*"
+    out = np.full(len(values), -1, dtype=np.int64)
+    if (~star).any():
+        keep = np.flatnonzero(~star)
+        out[keep] = _integers(report, [linenos[i] for i in keep], list(text[keep]), "Rank")
+    return out
+
+
+def _columns(rows: list[list[str]], ncols: int) -> list[list[str]]:
+    return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(ncols)]
+
+
+def _task_times(report: _Report) -> pd.DataFrame:
+    """MPI Time section: AppTime, MPITime [s] per rank (index rank, -1 = ``*``)."""
+    section = report.sections.get("task")
+    if section is None:
+        raise _fail(report, None, "expected an '@--- MPI Time (seconds)' section in a verbose report")
+    _check_header(report, section, ("Task", "AppTime", "MPITime", "MPI%"))
+    linenos, rows = _tokens(report, section, 4)
+    task, app, mpi, _pct = _columns(rows, 4)
+    frame = pd.DataFrame({
+        "app": _numbers(report, linenos, app, "AppTime"),
+        "mpi": _numbers(report, linenos, mpi, "MPITime"),
+        "line": linenos,
+    }, index=pd.Index(_ranks(report, linenos, task), name="rank"))
+    if not frame.index.is_unique:
+        raise _fail(report, linenos[int(np.argmax(frame.index.duplicated()))], "a task appears twice in MPI Time")
+    return frame
+
+
+def _site_arrays(report: _Report, key: str, columns: Sequence[str]) -> dict[str, np.ndarray] | None:
+    """A verbose per-rank call-site table (time or bytes) as column arrays (rank -1 = ``*``), or None."""
+    section = report.sections.get(key)
+    if section is None:
+        return None
+    _check_header(report, section, columns)
+    linenos, rows = _tokens(report, section, len(columns))
+    cols = dict(zip(columns, _columns(rows, len(columns)), strict=True))
+    out = {
+        "function": np.array(["MPI_" + name for name in cols["Name"]], dtype=object),
+        "site": _integers(report, linenos, cols["Site"], "Site"),
+        "rank": _ranks(report, linenos, cols["Rank"]),
+        "count": _integers(report, linenos, cols["Count"], "Count"),
+        "line_no": np.asarray(linenos, dtype=np.int64),
+    }
+    for name in columns[4:]:
+        out[name] = _numbers(report, linenos, cols[name], name)
+    _check_unique(report, out, section.title)
+    return out
+
+
+def _check_unique(report: _Report, rows: dict[str, np.ndarray], what: str) -> None:
+    """Each (function, site, rank) at most once in a table."""
+    keys = list(zip(rows["function"], rows["site"].tolist(), rows["rank"].tolist(), strict=True))
+    if len(set(keys)) != len(keys):
+        seen: set[tuple[str, int, int]] = set()
+        for key, lineno in zip(keys, rows["line_no"].tolist(), strict=True):
+            if key in seen:
+                raise _fail(report, lineno, f"site {key[1]} rank {key[2]} appears twice in {what!r}")
+            seen.add(key)
+
+
+def _concise_rows(report: _Report, key: str) -> pd.DataFrame | None:
+    """A concise call-site table (Tasks, Max/Mean/Min per task, MaxRnk/MinRnk), or None."""
+    section = report.sections.get(key)
+    if section is None:
+        return None
+    _check_header(report, section, _CONCISE_COLUMNS)
+    linenos, rows = _tokens(report, section, len(_CONCISE_COLUMNS))
+    cols = dict(zip(_CONCISE_COLUMNS, _columns(rows, len(_CONCISE_COLUMNS)), strict=True))
+    frame = pd.DataFrame({
+        "function": ["MPI_" + name for name in cols["Name"]],
+        "site": _integers(report, linenos, cols["Site"], "Site"),
+        "tasks": _integers(report, linenos, cols["Tasks"], "Tasks"),
+    })
+    for name in ("Max", "Mean", "Min"):
+        frame[name] = _numbers(report, linenos, cols[name], name)
+    frame["MaxRnk"] = _integers(report, linenos, cols["MaxRnk"], "MaxRnk")
+    frame["MinRnk"] = _integers(report, linenos, cols["MinRnk"], "MinRnk")
+    if frame.duplicated(["function", "site"]).any():
+        row = int(np.argmax(frame.duplicated(["function", "site"]).to_numpy()))
+        raise _fail(report, linenos[row], f"call site {frame['site'].iloc[row]} appears twice in {section.title!r}")
+    return frame
+
+
+def _callsite_locations(report: _Report) -> dict[int, tuple[str, str, int, str, str]]:
+    """Callsites section: site ID -> (MPI call, file, line or -1, parent, stack with level 0 first)."""
+    section = report.sections.get("callsites")
+    if section is None:
+        return {}
+    _check_header(report, section, ("ID", "Lev", "File/Address", "Line", "Parent_Funct", "MPI_Call"))
+    sites: dict[int, list[Any]] = {}
+    last: int | None = None
+    for lineno, text in section.rows:
+        match = _CALLSITE_ROW.match(text)
+        if match is None:
+            raise _fail(report, lineno, "expected 'ID Lev File/Address [Line] Parent_Funct [MPI_Call]' call-site row")
+        site, level, file, line, rest = match.groups()
+        site, level = int(site), int(level)
+        frame = f"{file}:{line}" if line else file
+        if level == 0:
+            parent, _, call = rest.rpartition(" ")
+            if not parent.strip():
+                raise _fail(report, lineno, "expected Parent_Funct and MPI_Call at stack level 0")
+            if site in sites:
+                raise _fail(report, lineno, f"call site {site} is listed twice")
+            parent = parent.strip()
+            sites[site] = ["MPI_" + call, file, int(line) if line else -1, parent, [f"{parent} ({frame})"]]
+            last = site
+        elif site != last:
+            raise _fail(report, lineno, f"stack level {level} of call site {site} does not follow its level 0 row")
+        else:
+            sites[site][4].append(f"{rest} ({frame})")
+    if section.declared is not None and section.declared != len(sites):
+        report.warnings.append(f"line {section.line}: {section.declared} call sites announced, {len(sites)} listed")
+    return {site: (*v[:4], " < ".join(v[4])) for site, v in sites.items()}
+
+
+def _histogram(report: _Report, key: str) -> pd.DataFrame | None:
+    """``-y`` / ``-p`` histogram rows: function, percent, comm bin and data-size bin lower edges."""
+    section = report.sections.get(key)
+    if section is None:
+        return None
+    _check_header(report, section, _HIST_COLUMNS[key])
+    linenos, rows = _tokens(report, section, 8)
+    call, pct, comm_lo, _d1, comm_hi, size_lo, _d2, size_hi = _columns(rows, 8)
+    return pd.DataFrame({
+        "function": ["MPI_" + c for c in call],
+        "pct": _numbers(report, linenos, pct, "MPI %"),
+        "comm_bin": _integers(report, linenos, comm_lo, "Comm Size"),
+        "comm_hi": _integers(report, linenos, comm_hi, "Comm Size"),
+        "size_bin": _integers(report, linenos, size_lo, "Data Size"),
+        "size_hi": _integers(report, linenos, size_hi, "Data Size"),
+    })
+
+
+def _aggregate_time(report: _Report) -> dict[str, Any] | None:
+    """Aggregate Time (top twenty): site totals [ms]; columns vary with version (Count) and COV."""
+    section = report.sections.get("agg_time")
+    if section is None or section.header is None:
+        return None
+    lineno, text = section.header
+    names = tuple(text.split())
+    if names[:5] != ("Call", "Site", "Time", "App%", "MPI%") or not set(names[5:]) <= {"Count", "COV"}:
+        raise _fail(report, lineno, f"expected columns Call Site Time App% MPI% [Count] [COV], found {text.strip()!r}")
+    linenos, rows = _tokens(report, section, len(names))
+    cols = dict(zip(names, _columns(rows, len(names)), strict=True))
+    return {
+        "function": ["MPI_" + c for c in cols["Call"]],
+        "site": _integers(report, linenos, cols["Site"], "Site"),
+        "time": _numbers(report, linenos, cols["Time"], "Time"),
+        "line_no": np.asarray(linenos, dtype=np.int64),
+    }
+
+
+def _aggregate_bytes(report: _Report, key: str) -> None:
+    """Check the shape of a top-twenty bytes table (its content repeats the call-site tables)."""
+    section = report.sections.get(key)
+    if section is None or section.header is None:
+        return
+    linenos, rows = _tokens(report, section, 6)
+    cols = _columns(rows, 6)
+    for name, values in zip(("Site", "Count", "Total", "Avrg", "%"), cols[1:], strict=True):
+        _numbers(report, linenos, values, name)
+
+
+# ---------------------------------------------------------------- verbose reports
+
+
+def _verbose_site_table(report: _Report) -> pd.DataFrame:
+    """Per-rank and ``*`` rows of the time and bytes call-site tables, joined on (function, site, rank)."""
+    time = _site_arrays(report, "cs_time", _TIME_COLUMNS)
+    keys = ["function", "site", "rank"]
+    if time is None:
+        table = _empty(function=object, site=np.int64, rank=np.int64)
+    else:
+        table = pd.DataFrame({
+            **{k: time[k] for k in keys},
+            "count": time["count"],
+            "time": time["count"] * time["Mean"] / 1e3,
+            "time_max": time["Max"] / 1e3, "time_mean": time["Mean"] / 1e3, "time_min": time["Min"] / 1e3,
+            "app_pct": time["App%"], "mpi_pct": time["MPI%"],
+        })
+    for kind in _BYTES_KINDS:
+        rows = _site_arrays(report, f"cs_{kind}", _BYTES_COLUMNS)
+        if rows is None:
+            continue
+        part = pd.DataFrame({
+            **{k: rows[k] for k in keys}, f"{kind}_count": rows["count"], f"bytes_{kind}": rows["Sum"],
+            f"{kind}_max": rows["Max"], f"{kind}_mean": rows["Mean"], f"{kind}_min": rows["Min"],
+        })
+        table = table.merge(part, on=keys, how="outer")
+    table["aggregate"] = table["rank"] == -1
+    table["rank"] = table["rank"].astype("Int64").mask(table["aggregate"])
+    return table
+
+
+def _empty(**dtypes: Any) -> pd.DataFrame:
+    """An empty DataFrame with typed columns (so that merges on them work)."""
+    return pd.DataFrame({name: pd.Series([], dtype=dtype) for name, dtype in dtypes.items()})
+
+
+def _with_locations(report: _Report, table: pd.DataFrame) -> pd.DataFrame:
+    """Add file, line, parent and stack of each call site (NaN/empty with ``-k 0``)."""
+    columns = ["site", "function", "file", "line", "parent", "stack"]
+    rows = [(site, *values) for site, values in _callsite_locations(report).items()]
+    locations = pd.DataFrame(rows, columns=columns) if rows else _empty(
+        site=np.int64, function=object, file=object, line=np.int64, parent=object, stack=object)
+    table = table.merge(locations, on=["site", "function"], how="left")
+    table["line"] = table["line"].astype("Int64").mask(table["line"] < 0)
+    first = ["site", "function", "rank", "file", "line", "parent", "stack"]
+    ordered = first + [c for c in table.columns if c not in first]
+    return table[ordered].sort_values(["function", "site", "rank"], na_position="last").reset_index(drop=True)
+
+
+def _verbose_dataset(report: _Report, user: dict[str, Any]) -> xr.Dataset:
+    tasks = _task_times(report)
+    per_rank = tasks.drop(index=-1, errors="ignore").sort_index()
+    ranks = per_rank.index.to_numpy()
+    _check_task_sum(report, tasks)
+    time = _site_arrays(report, "cs_time", _TIME_COLUMNS)
+    if time is None:
+        report.warnings.append("no Callsite Time statistics section (made with -d?): per-function values are NaN")
+    tables = {kind: _site_arrays(report, f"cs_{kind}", _BYTES_COLUMNS) for kind in _BYTES_KINDS}
+    tables = {"time": time, **{k: v for k, v in tables.items() if v is not None}}
+    _check_sites(report, tables)
+    _check_aggregate_time(report, time)
+    for key in ("agg_sent", "agg_io", "agg_rma"):
+        _aggregate_bytes(report, key)
+    named = {f for rows in tables.values() if rows is not None for f in rows["function"]}
+    functions = sorted(named | _histogram_functions(report))
+    metrics = [*METRICS, "time_max", "time_min", *(f"bytes_{k}" for k in ("io", "rma") if k in tables)]
+    cube = _rank_cube(report, tables, ranks, functions, metrics)
+    _check_rank_sums(report, time, ranks, per_rank, cube[:, :, metrics.index("time")])
+    compute_row = np.full((len(ranks), 1, len(metrics)), np.nan)
+    compute_row[:, 0, metrics.index("time")] = (per_rank["app"] - per_rank["mpi"]).to_numpy()
+    functions, cube = [*functions, COMPUTE], np.concatenate([cube, compute_row], axis=1)
+    units = {"time_max": "s", "time_min": "s", "bytes_io": "B", "bytes_rma": "B"}
+    file_meta = {"nprocs": len(ranks), "elapsed": float(per_rank["app"].max()) if len(ranks) else None}
+    ds = make_run(cube, ranks=ranks, functions=functions, metrics=metrics, extra_units=units,
+                  run=_run_metadata(report, file_meta, user), warnings=report.warnings, reader=READER)
+    ds = _add_histograms(report, ds)
+    ds.attrs.update(_header_attrs(report, "verbose"))
+    return ds
+
+
+def _indices(report: _Report, rows: dict[str, np.ndarray], ranks: np.ndarray,
+             functions: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mask of per-rank rows, their rank index and function index in the cube."""
+    mask = rows["rank"] >= 0
+    r = np.searchsorted(ranks, rows["rank"][mask]).clip(max=max(len(ranks) - 1, 0))
+    unknown = mask.nonzero()[0][ranks[r] != rows["rank"][mask]] if len(ranks) else mask.nonzero()[0]
+    if unknown.size:
+        raise _fail(report, int(rows["line_no"][unknown[0]]), "rank absent from the MPI Time section")
+    lookup = {f: i for i, f in enumerate(functions)}
+    f = np.fromiter((lookup[name] for name in rows["function"][mask]), dtype=np.int64, count=int(mask.sum()))
+    return mask, r, f
+
+
+def _rank_cube(report: _Report, tables: dict[str, dict[str, np.ndarray] | None], ranks: np.ndarray,
+               functions: list[str], metrics: list[str]) -> np.ndarray:
+    """(rank, function, metric) sums over call sites of the per-rank rows (NaN where unknown)."""
+    cube = np.full((len(ranks), len(functions), len(metrics)), np.nan)
+    shape = (len(ranks), len(functions))
+    time = tables["time"]
+    if time is None:
+        return cube
+    mask, r, f = _indices(report, time, ranks, functions)
+    for metric, values in (("time", time["count"] * time["Mean"] / 1e3), ("calls", time["count"])):
+        plane = np.zeros(shape)
+        np.add.at(plane, (r, f), values[mask])
+        cube[:, :, metrics.index(metric)] = plane
+    for metric, column, op, start in (("time_max", "Max", np.fmax, -np.inf), ("time_min", "Min", np.fmin, np.inf)):
+        plane = np.full(shape, start)
+        op.at(plane, (r, f), time[column][mask] / 1e3)
+        plane[np.isinf(plane)] = np.nan
+        cube[:, :, metrics.index(metric)] = plane
+    cube[:, :, metrics.index("bytes_sent")] = cube[:, :, metrics.index("calls_sent")] = 0.0  # no section: none sent
+    for kind in ("sent", "io", "rma"):
+        if kind in tables:
+            bmask, br, bf = _indices(report, tables[kind], ranks, functions)
+            for metric, column in ((f"bytes_{kind}", "Sum"), ("calls_sent", "count")):
+                if metric in metrics and (kind == "sent" or metric != "calls_sent"):
+                    plane = np.zeros(shape)
+                    np.add.at(plane, (br, bf), tables[kind][column][bmask])
+                    cube[:, :, metrics.index(metric)] = plane
+    timed = np.isin(functions, list(set(time["function"])))
+    timing = [metrics.index(m) for m in ("time", "calls", "time_max", "time_min")]
+    cube[np.ix_(np.arange(len(ranks)), np.flatnonzero(~timed), timing)] = np.nan  # no time rows: unknown
+    _blank_hidden(report, time, ranks, functions, metrics, cube)
+    return cube
+
+
+def _blank_hidden(report: _Report, time: dict[str, np.ndarray], ranks: np.ndarray, functions: list[str],
+                  metrics: list[str], cube: np.ndarray) -> None:
+    """NaN the time/calls of ranks absent from a site whose ``*`` row counts calls not shown (``-t``)."""
+    keys = list(zip(time["function"], time["site"].tolist(), strict=True))
+    star = time["rank"] < 0
+    shown: dict[tuple[str, int], float] = {}
+    for key, count, is_star in zip(keys, time["count"].tolist(), star.tolist(), strict=True):
+        shown[key] = shown.get(key, 0) + (0 if is_star else count)
+    for i in np.flatnonzero(star):
+        key = keys[i]
+        if time["count"][i] <= shown[key]:
+            continue
+        present = time["rank"][(time["function"] == key[0]) & (time["site"] == key[1]) & ~star]
+        absent = np.setdiff1d(ranks, present)
+        rows = np.searchsorted(ranks, absent)
+        for metric in ("time", "calls", "time_max", "time_min"):
+            cube[rows, functions.index(key[0]), metrics.index(metric)] = np.nan
+        report.warnings.append(f"site {key[1]} ({key[0]}): rank rows hidden by the print threshold (-t); "
+                               f"{key[0]} of ranks {absent.tolist()} set to NaN")
+
+
+def _check_task_sum(report: _Report, tasks: pd.DataFrame) -> None:
+    """Warn when the MPI Time ``*`` row disagrees with the sum of the rank rows."""
+    if -1 not in tasks.index:
+        report.warnings.append("MPI Time section has no '*' row")
+        return
+    ranks = tasks.drop(index=-1)
+    for column in ("app", "mpi"):
+        total = ranks[column].sum()
+        star = tasks.loc[-1, column]
+        floor = _fixed_floor(report)
+        tol = _half_ulp(np.array([star]), floor=floor)[0] + _half_ulp(ranks[column].to_numpy(), floor=floor).sum()
+        if abs(total - star) > tol:
+            report.warnings.append(f"line {tasks.loc[-1, 'line']}: '*' {column} time {star} differs from the sum "
+                                   f"of the ranks {total:.6g}")
+
+
+def _check_rank_sums(report: _Report, time: dict[str, np.ndarray] | None, ranks: np.ndarray,
+                     per_rank: pd.DataFrame, cube_time: np.ndarray) -> None:
+    """Warn when a rank's summed call-site time disagrees with its MPITime beyond print precision."""
+    if time is None or not len(ranks):
+        return
+    mask = time["rank"] >= 0
+    r = np.searchsorted(ranks, time["rank"][mask])
+    floor = _fixed_floor(report)
+    weights = time["count"][mask] * _half_ulp(time["Mean"][mask], floor=floor) / 1e3
+    slack = np.bincount(r, weights=weights, minlength=len(ranks))
+    mpi = per_rank["mpi"].to_numpy()
+    total = np.nansum(cube_time, axis=1)
+    off = (np.abs(total - mpi) > _half_ulp(mpi, floor=floor) + slack) & ~np.isnan(cube_time).any(axis=1)
+    for i in np.flatnonzero(off):
+        report.warnings.append(f"rank {ranks[i]}: call-site times sum to {total[i]:.4g} s, MPI Time says {mpi[i]} s")
+
+
+def _check_sites(report: _Report, tables: dict[str, dict[str, np.ndarray] | None]) -> None:
+    """Warn when statistics rows name another MPI call for a site than the Callsites section."""
+    calls = {site: values[0] for site, values in _callsite_locations(report).items()}
+    if not calls:
+        return
+    pairs = {pair for rows in tables.values() if rows is not None
+             for pair in zip(rows["site"].tolist(), rows["function"], strict=True)}
+    for site in sorted({site for site, function in pairs if calls.get(site, function) != function}):
+        report.warnings.append(f"call site {site}: statistics rows name another MPI call than the Callsites "
+                               "section (kept, keyed by call and site)")
+
+
+def _check_aggregate_time(report: _Report, time: dict[str, np.ndarray] | None) -> None:
+    """Warn when a top-twenty Aggregate Time entry disagrees with the call-site ``*`` rows."""
+    agg = _aggregate_time(report)
+    if agg is None or time is None:
+        return
+    star = time["rank"] < 0
+    totals = dict(zip(zip(time["function"][star], time["site"][star].tolist(), strict=True),
+                      (time["count"][star] * time["Mean"][star]).tolist(), strict=True))
+    for function, site, value, lineno in zip(agg["function"], agg["site"].tolist(), agg["time"].tolist(),
+                                             agg["line_no"].tolist(), strict=True):
+        mine = totals.get((function, site))
+        tol = _half_ulp(np.array([value]), floor=_fixed_floor(report))[0] + 5e-3 * abs(mine or 0.0)
+        if mine is not None and abs(mine - value) > tol:
+            report.warnings.append(f"line {lineno}: Aggregate Time of site {site} ({value} ms) differs "
+                                   f"from its call-site total ({mine:.4g} ms)")
+
+
+def _half_ulp(values: np.ndarray, digits: int = 3, floor: float = 0.0) -> np.ndarray:
+    """Half a unit in the last place of numbers printed with ``digits`` significant digits
+    (at least ``floor``: half the last place of ``-e`` fixed-point numbers, 5e-4)."""
+    values = np.abs(np.asarray(values, dtype=np.float64))
+    with np.errstate(divide="ignore"):
+        exponent = np.floor(np.log10(np.where(values > 0, values, 1.0)))
+    return np.maximum(np.where(values > 0, 0.5 * 10.0 ** (exponent - digits + 1), 0.0), floor)
+
+
+def _fixed_floor(report: _Report) -> float:
+    """5e-4 when the report prints fixed-point numbers (``-e``: three decimals), else 0."""
+    options = report.header.get("MPIP env var", (0, ""))[1]
+    return 5e-4 if re.search(r"(^|[\s,])-e\b", options) else 0.0
+
+
+# ---------------------------------------------------------------- concise reports
+
+
+def _concise_task_times(report: _Report) -> dict[str, dict[str, float]]:
+    """Task Time Statistics: {"app"/"mpi": {stat: seconds}} and {"rank_max"/"rank_min": ...}."""
+    section = report.sections.get("task_concise")
+    if section is None:
+        raise _fail(report, None, "expected an '@--- Task Time Statistics (seconds)' section in a concise report")
+    _check_header(report, section, ("AppTime", "MPITime", "MPI%", "App", "Task", "MPI", "Task"))
+    widths = {"Max": 5, "Mean": 3, "Min": 5, "Stddev": 3, "Aggregate": 4}
+    out: dict[str, dict[str, float]] = {"app": {}, "mpi": {}, "rank_max": {}, "rank_min": {}}
+    for lineno, text in section.rows:
+        fields = text.split()
+        label = fields[0] if fields else ""
+        if label not in widths or len(fields) != widths[label]:
+            raise _fail(report, lineno, f"expected a {'/'.join(widths)} row, found {text.strip()!r}")
+        app, mpi = _numbers(report, [lineno] * 2, fields[1:3], "AppTime/MPITime")
+        stat = {"Aggregate": "total", "Stddev": "stddev"}.get(label, label.lower())
+        out["app"][stat], out["mpi"][stat] = float(app), float(mpi)
+        if label in ("Max", "Min"):
+            app_rank, mpi_rank = _integers(report, [lineno] * 2, fields[3:5], "Task")
+            out[f"rank_{stat}"].update(app=float(app_rank), mpi=float(mpi_rank))
+    return out
+
+
+def _concise_site_table(report: _Report) -> pd.DataFrame:
+    """Concise call-site rows (time in s, bytes in B), one per site."""
+    time = _concise_rows(report, "cs_time_concise")
+    keys = ["function", "site"]
+    table = _empty(function=object, site=np.int64) if time is None else pd.DataFrame({
+        **{k: time[k] for k in keys}, "tasks": time["tasks"],
+        "time_total": time["Mean"] * time["tasks"] / 1e3,
+        "time_task_max": time["Max"] / 1e3, "time_task_mean": time["Mean"] / 1e3, "time_task_min": time["Min"] / 1e3,
+        "time_rank_of_max": time["MaxRnk"], "time_rank_of_min": time["MinRnk"],
+    })
+    for kind in _BYTES_KINDS:
+        rows = _concise_rows(report, f"cs_{kind}_concise")
+        if rows is None:
+            continue
+        part = pd.DataFrame({
+            **{k: rows[k] for k in keys}, f"{kind}_tasks": rows["tasks"],
+            f"bytes_{kind}_total": rows["Mean"] * rows["tasks"],
+            f"bytes_{kind}_task_max": rows["Max"], f"bytes_{kind}_task_mean": rows["Mean"],
+            f"bytes_{kind}_task_min": rows["Min"],
+            f"bytes_{kind}_rank_of_max": rows["MaxRnk"], f"bytes_{kind}_rank_of_min": rows["MinRnk"],
+        })
+        table = table.merge(part, on=keys, how="outer")
+    table["rank"] = pd.array([pd.NA] * len(table), dtype="Int64")
+    table["aggregate"] = True
+    return table
+
+
+def _concise_nprocs(report: _Report, task: dict[str, dict[str, float]], user: dict[str, Any]) -> int:
+    """Number of ranks: Aggregate / Mean AppTime, else user metadata, else the largest rank named + 1."""
+    total, mean = task["app"].get("total", np.nan), task["app"].get("mean", np.nan)
+    if mean > 0 and abs(total / mean - round(total / mean)) < 1e-3 * max(1.0, total / mean):
+        return round(total / mean)
+    if user.get("nprocs") not in (None, ""):
+        return int(float(user["nprocs"]))
+    named = [int(v) for v in (*task["rank_max"].values(), *task["rank_min"].values())]
+    report.warnings.append("rank count not stated by the concise report: ranks 0..largest rank named")
+    return max(named, default=0) + 1
+
+
+def _concise_dataset(report: _Report, user: dict[str, Any]) -> xr.Dataset:
+    task = _concise_task_times(report)
+    nprocs = _concise_nprocs(report, task, user)
+    table = _concise_site_table(report)
+    functions = [*sorted(set(table["function"]) | _histogram_functions(report)), COMPUTE]
+    metrics = [*METRICS, "bytes_io", "bytes_rma"]
+    cube = np.full((nprocs, len(functions), len(metrics)), np.nan)
+    file_meta = {"nprocs": nprocs, "elapsed": task["app"].get("max")}
+    ds = make_run(cube, ranks=range(nprocs), functions=functions, metrics=metrics,
+                  extra_units={"bytes_io": "B", "bytes_rma": "B"},
+                  run=_run_metadata(report, file_meta, user), warnings=report.warnings, reader=READER)
+    ds = ds.assign_coords(stat=list(STATS), task_metric=["app", "mpi"], task_stat=list(TASK_STATS))
+    ds = ds.assign(_concise_summary(table, functions, metrics, task, nprocs))
+    ds = ds.assign(_task_time_vars(task))
+    ds = _add_histograms(report, ds)
+    ds.attrs.update(_header_attrs(report, "concise"))
+    return ds
+
+
+def _concise_summary(table: pd.DataFrame, functions: list[str], metrics: list[str],
+                     task: dict[str, dict[str, float]], nprocs: int) -> dict[str, Any]:
+    """``summary`` and ``rank_of_max``/``rank_of_min`` over ranks per function (see module doc)."""
+    summary = np.full((1, len(functions), len(metrics), len(STATS)), np.nan)
+    rank_max = np.full((1, len(functions), len(metrics)), np.nan)
+    rank_min = np.full_like(rank_max, np.nan)
+    sources = {"time": "time", "bytes_sent": "bytes_sent", "bytes_io": "bytes_io", "bytes_rma": "bytes_rma"}
+    for metric, prefix in sources.items():
+        if f"{prefix}_total" not in table.columns:
+            continue
+        m = metrics.index(metric)
+        for function, sites in table.dropna(subset=[f"{prefix}_total"]).groupby("function"):
+            f = functions.index(function)
+            total = sites[f"{prefix}_total"].sum()
+            summary[0, f, m, :2] = total, total / nprocs
+            if len(sites) == 1:
+                summary[0, f, m, 2:] = sites[f"{prefix}_task_max"].iloc[0], sites[f"{prefix}_task_min"].iloc[0]
+                rank_max[0, f, m] = sites[f"{prefix}_rank_of_max"].iloc[0]
+                rank_min[0, f, m] = sites[f"{prefix}_rank_of_min"].iloc[0]
+    c, t = functions.index(COMPUTE), metrics.index("time")
+    summary[0, c, t, :2] = (task["app"].get("total", np.nan) - task["mpi"].get("total", np.nan),
+                            task["app"].get("mean", np.nan) - task["mpi"].get("mean", np.nan))
+    dims = ("run", "function", "metric")
+    return {
+        "summary": ((*dims, "stat"), summary),
+        "rank_of_max": (dims, rank_max),
+        "rank_of_min": (dims, rank_min),
+    }
+
+
+def _task_time_vars(task: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """``task_time`` (run, task_metric, task_stat) [s] and the ranks of its max / min."""
+    kinds = ("app", "mpi")
+    values = np.array([[[task[k].get(s, np.nan) for s in TASK_STATS] for k in kinds]])
+    return {
+        "task_time": (("run", "task_metric", "task_stat"), values, {"units": "s"}),
+        "task_rank_of_max": (("run", "task_metric"), np.array([[task["rank_max"].get(k, np.nan) for k in kinds]])),
+        "task_rank_of_min": (("run", "task_metric"), np.array([[task["rank_min"].get(k, np.nan) for k in kinds]])),
+    }
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def _add_histograms(report: _Report, ds: xr.Dataset) -> xr.Dataset:
+    """``-y`` / ``-p`` histograms as (run, function, comm_bin, size_bin) percent variables."""
+    cubes = []
+    for key, name, meaning in (("hist_coll", "coll_time_share", "percent of MPI time in collectives"),
+                               ("hist_p2p", "p2p_sent_share", "percent of point-to-point bytes sent")):
+        rows = _histogram(report, key)
+        if rows is None or rows.empty:
+            continue
+        rows = rows.astype({"comm_bin": np.float64, "size_bin": np.float64})
+        cube = rows.groupby(["function", "comm_bin", "size_bin"])["pct"].sum().to_xarray()
+        cube = cube.reindex(function=ds["function"].values).expand_dims(run=ds["run"].values)
+        cubes.append(cube.assign_attrs(units="%", description=meaning + " (top twenty; NaN: not listed)").rename(name))
+    out = ds.assign(xr.merge(cubes, join="outer", compat="no_conflicts").data_vars) if cubes else ds
+    out.attrs["warnings"] = json.dumps(report.warnings)
+    return out
+
+
+def _histogram_functions(report: _Report) -> set[str]:
+    """Functions named by the ``-y`` / ``-p`` histograms (they get a place on ``function``)."""
+    found: set[str] = set()
+    for key in _HIST_COLUMNS:
+        rows = _histogram(report, key)
+        found |= set() if rows is None else set(rows["function"])
+    return found
+
+
+def _run_metadata(report: _Report, file_meta: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """File facts over user metadata; nodes and ppn from the task assignment when stated."""
+    facts = {**file_meta, "format": "mpip"}
+    if report.hosts:
+        per_host = pd.Series(list(report.hosts.values())).value_counts()
+        facts["nodes"] = len(per_host)
+        if per_host.nunique() == 1:
+            facts["ppn"] = int(per_host.iloc[0])
+    facts = {k: v for k, v in facts.items() if v is not None}
+    for name, value in facts.items():
+        given = user.get(name)
+        if given not in (None, "") and name != "format" and str(given) != str(value):
+            try:
+                same = float(given) == float(value)
+            except (TypeError, ValueError):
+                same = False
+            if not same:
+                report.warnings.append(f"{name}={given!r} given but the report states {value!r}: using the report")
+    return {**user, **facts}
+
+
+def _header_attrs(report: _Report, style: str) -> dict[str, str]:
+    """Report header facts as ``mpip_*`` string attributes."""
+    names = {"Command": "command", "Version": "version", "Start time": "start", "Stop time": "stop",
+             "MPIP env var": "options", "Timer Used": "timer", "Report generation": "generation"}
+    attrs = {f"mpip_{short}": report.header[key][1] for key, short in names.items() if key in report.header}
+    attrs["mpip_style"] = style
+    if report.hosts:
+        attrs["mpip_hosts"] = json.dumps([report.hosts[r] for r in sorted(report.hosts)])
+    return attrs
