@@ -1,0 +1,114 @@
+"""Holoviews views of scaling tables and fitted models (no computation of their own).
+
+Every function takes the result of :func:`perfkit.analysis.scaling.scaling` (a tidy table whose
+``attrs`` name the value column and the curve keys), a fitted model from
+:mod:`perfkit.analysis.models`, or a :func:`~perfkit.analysis.models.karp_flatt` table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+
+SIZE = {"width": 520, "height": 340}
+
+
+def _keys(table: pd.DataFrame) -> list[str]:
+    """Columns that tell curves apart: the ``by`` keys and the group column."""
+    group = table.attrs.get("group", "")
+    return [*table.attrs.get("by", []), *([group] if group else [])]
+
+
+def _curves(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    keys = _keys(table)
+    if not keys:
+        return [("runs", table)]
+    return [(" ".join(map(str, np.atleast_1d(k))), sub) for k, sub in table.groupby(keys, sort=False)]
+
+
+def _line(sub: pd.DataFrame, y: str, label: str, ylabel: str) -> hv.Overlay:
+    ordered = sub.sort_values("nprocs")
+    curve = hv.Curve(ordered, "nprocs", (y, ylabel), label=label)
+    return curve * hv.Scatter(ordered, "nprocs", (y, ylabel), label=label).opts(size=6)
+
+
+def time_vs_procs(table: pd.DataFrame, *, fit: Any = None, ideal: bool = True, level: float = 0.95) -> hv.Overlay:
+    """Log-log time [s] (or the metric) vs processes per curve, ideal line and optional fit band."""
+    value = table.attrs.get("value_column", "elapsed")
+    ylabel = f"{value} [{table.attrs.get('units', 's')}]"
+    layers = []
+    for label, sub in _curves(table):
+        layers.append(_line(sub, value, label, ylabel))
+        if ideal and "ideal_speedup" in sub:
+            perfect = sub["base_value"] / (sub["ideal_speedup"] if table.attrs.get("kind") == "strong" else 1)
+            ideal_df = pd.DataFrame({"nprocs": sub["nprocs"], value: perfect}).sort_values("nprocs")
+            layers.append(
+                hv.Curve(ideal_df, "nprocs", (value, ylabel), label=f"{label} ideal").opts(line_dash="dashed")
+            )
+    if fit is not None:
+        layers.append(fit_band(fit, level=level, value=value, ylabel=ylabel))
+    return (
+        hv.Overlay(layers)
+        .opts(hv.opts.Curve(logx=True, logy=True, **SIZE), hv.opts.Scatter(logx=True, logy=True))
+        .opts(title=f"{value} vs processes", legend_position="right")
+    )
+
+
+def fit_band(fit: Any, *, level: float = 0.95, value: str = "elapsed", ylabel: str = "elapsed [s]") -> hv.Overlay:
+    """A fitted model's curve and its ``level`` confidence band over the fitted range."""
+    grid = np.geomspace(fit.nprocs.min(), fit.nprocs.max(), 200)
+    lo, hi = fit.interval(grid, level=level)
+    frame = pd.DataFrame({"nprocs": grid, value: fit.predict(grid), "lo": lo, "hi": hi})
+    band = hv.Area(frame, "nprocs", ["lo", "hi"], label=f"{fit.name} {level:.0%} band").opts(alpha=0.25)
+    return band * hv.Curve(frame, "nprocs", (value, ylabel), label=f"{fit.name}: {fit.formula}")
+
+
+def efficiency_vs_procs(table: pd.DataFrame) -> hv.Overlay:
+    """Parallel efficiency vs processes per curve, with the ideal 1.0."""
+    layers = [_line(sub, "efficiency", label, "efficiency") for label, sub in _curves(table)]
+    return (
+        hv.Overlay([*layers, hv.HLine(1.0).opts(color="grey", line_dash="dashed")])
+        .opts(hv.opts.Curve(logx=True, **SIZE), hv.opts.Scatter(logx=True))
+        .opts(title="parallel efficiency", legend_position="right")
+    )
+
+
+def speedup_vs_procs(table: pd.DataFrame, *, normalised: bool = False) -> hv.Overlay:
+    """Speedup (or speedup normalised to the slowest base time) vs processes, ideal dashed."""
+    column = "normalised_speedup" if normalised else "speedup"
+    layers = [_line(sub, column, label, column.replace("_", " ")) for label, sub in _curves(table)]
+    ideal = table[["nprocs", "ideal_speedup"]].drop_duplicates().sort_values("nprocs")
+    layers.append(
+        hv.Curve(ideal, "nprocs", ("ideal_speedup", column.replace("_", " ")), label="ideal").opts(
+            line_dash="dashed", color="grey"
+        )
+    )
+    return (
+        hv.Overlay(layers)
+        .opts(hv.opts.Curve(logx=True, logy=True, **SIZE), hv.opts.Scatter(logx=True, logy=True))
+        .opts(title=column.replace("_", " "), legend_position="right")
+    )
+
+
+def stacked_time(table: pd.DataFrame) -> hv.Bars:
+    """Time per function / kind / call stacked per process count (a grouped scaling table)."""
+    group = table.attrs.get("group", "")
+    if not group:
+        raise ValueError("stacked_time needs a table made with group='function', 'kind' or 'call'")
+    value = table.attrs.get("value_column", "elapsed")
+    frame = table.assign(procs=table["nprocs"].map(lambda n: f"{n:g}"))
+    order = sorted(frame["procs"].unique(), key=float)
+    return (
+        hv.Bars(frame, ["procs", group], (value, f"{value} [{table.attrs.get('units', 's')}]"))
+        .opts(stacked=True, tools=["hover"], xlabel="processes", title=f"{value} per {group}", **SIZE)
+        .redim.values(procs=order)
+    )
+
+
+def serial_fraction_vs_procs(kf: pd.DataFrame) -> hv.Overlay:
+    """Karp-Flatt serial fraction vs processes: flat = Amdahl, rising = growing overhead."""
+    line = _line(kf.dropna(subset=["serial_fraction"]), "serial_fraction", "Karp-Flatt", "serial fraction")
+    return line.opts(hv.opts.Curve(logx=True, **SIZE), hv.opts.Scatter(logx=True)).opts(title="Karp-Flatt metric")

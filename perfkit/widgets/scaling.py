@@ -1,0 +1,75 @@
+"""A thin panel to explore scaling: runs, metric, function, base, normalisation and model."""
+
+from __future__ import annotations
+
+import pandas as pd
+import panel as pn
+import xarray as xr
+
+from perfkit.analysis import models
+from perfkit.analysis.scaling import scaling
+from perfkit.plots import scaling as plots
+
+MODELS = {"none": None, "Amdahl": models.fit_amdahl, "comm": models.fit_comm_model, "PMNF": models.fit_pmnf}
+ALL = "(whole run)"
+
+
+def scaling_panel(data: xr.Dataset | pd.DataFrame, *, by: str = "system") -> pn.Column:
+    """Widgets + plots over a multi-run Dataset (or a DataFrame with nprocs/elapsed columns)."""
+    is_ds = isinstance(data, xr.Dataset)
+    labels = sorted({str(v) for v in (data[by].values if by in (data.coords if is_ds else data.columns) else [])})
+    systems = pn.widgets.MultiChoice(label=by, options=labels, value=labels)
+    metrics = list(map(str, data["metric"].values)) if is_ds else ["time"]
+    functions = [ALL, *map(str, data["function"].values)] if is_ds else [ALL]
+    metric = pn.widgets.Select(label="metric", options=metrics)
+    function = pn.widgets.Select(label="function", options=functions)
+    base = pn.widgets.TextInput(label="base (process count or run label; empty = smallest)")
+    normalise = pn.widgets.Checkbox(label="normalise to the slowest base time")
+    model = pn.widgets.Select(label="model", options=list(MODELS))
+
+    def view(chosen, metric_name, function_name, base_text, norm, model_name):
+        try:
+            table = _table(data, by if labels else None, chosen, metric_name, function_name, base_text, norm)
+            several = bool(labels) and len(chosen) > 1
+            fit = MODELS[model_name](table) if MODELS[model_name] and not several else None
+        except ValueError as exc:
+            return pn.pane.Alert(str(exc), alert_type="warning")
+        text = _fit_note(fit) if fit else f"Choose one {by} to fit a model." if several and MODELS[model_name] else ""
+        note = pn.pane.Markdown(text)
+        plotted = [plots.time_vs_procs(table, fit=fit)]
+        if metric_name == "time":
+            plotted += [plots.speedup_vs_procs(table, normalised=norm), plots.efficiency_vs_procs(table)]
+        return pn.Column(note, *(pn.pane.HoloViews(p) for p in plotted))
+
+    controls = pn.Row(pn.Column(systems, metric, function), pn.Column(base, normalise, model))
+    return pn.Column(controls, pn.bind(view, systems, metric, function, base, normalise, model))
+
+
+def _table(data, by, chosen, metric, function, base_text, norm) -> pd.DataFrame:
+    """The scaling table for the current widget values."""
+    base = None if not base_text.strip() else float(base_text) if _is_number(base_text) else base_text.strip()
+    if isinstance(data, xr.Dataset):
+        ds = data.isel(run=[str(v) in chosen for v in data[by].values]) if by else data
+        if function != ALL:
+            ds = ds.sel(function=[function])
+        return scaling(ds, by=by, base=base, metric=metric, normalise=norm and metric == "time")
+    frame = data[data[by].astype(str).isin(chosen)] if by else data
+    return scaling(frame, by=by, base=base, normalise=norm)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _fit_note(fit) -> str:
+    """One line per fit: formula, quality numbers, warnings."""
+    q = fit.quality
+    lines = [f"**{fit.name}**: T(N) = {fit.formula} s; R^2 = {q.r2:.3f}, LOO error = {q.loo_rel_error:.1%}"]
+    if hasattr(fit, "p"):
+        lines.append(f"P = {fit.p:.4f} (95% CI {fit.p_ci[0]:.4f}-{fit.p_ci[1]:.4f})")
+    lines += [f"- {w}" for w in q.warnings]
+    return "\n\n".join(lines)
