@@ -47,7 +47,7 @@ def test_open_runs_errors(tmp_path):
     with pytest.raises(FileNotFoundError):
         perfkit.open_runs(str(tmp_path / "*.none"))
     (tmp_path / "bad.txt").write_text("not a profile\n")
-    with pytest.raises(perfkit.PerfkitFormatError, match="bad.txt"):
+    with pytest.raises(perfkit.PerfkitFormatError, match=r"bad\.txt"):
         perfkit.open_runs([tmp_path / "bad.txt"])
 
 
