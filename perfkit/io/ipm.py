@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 from xml.etree.ElementTree import ParseError
 
 import numpy as np
@@ -127,7 +128,7 @@ def _parse(path: Path) -> _Parsed:
                                      f"root element is <{first}>, expected <{ROOT}>: not an IPM XML log")
         fh.seek(0)
         try:
-            return _walk(path, iterparse(fh))
+            return _walk(path, _streaming_parser(head, first)(fh))
         except ParseError as exc:
             line, column = exc.position
             reason = re.sub(r": line \d+, column \d+$", "", str(exc))
@@ -138,6 +139,18 @@ def _parse(path: Path) -> _Parsed:
             line = _line_of(path, f"<!ENTITY {name}".encode()) if name else None
             raise PerfkitFormatError(path, line, f"refused: {exc} (entity declarations and external references "
                                                  "are not allowed in IPM logs)") from None
+
+
+def _streaming_parser(head: bytes, first: str | None) -> Any:
+    """The stdlib C parser when the prolog has no DOCTYPE (so no entity can be declared), else defusedxml.
+
+    Entities and external references can only be declared in a DOCTYPE before the root element; a
+    file without one is parsed with ``xml.etree``'s accelerated iterparse, anything else goes through
+    defusedxml, which refuses entity declarations and external references.
+    """
+    if first is not None and b"<!DOCTYPE" not in head[: head.find(b"<" + first.encode())]:
+        return ElementTree.iterparse
+    return iterparse
 
 
 _PROLOG = re.compile(rb"<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(\[.*?\])?\s*>|\s+", re.S)
