@@ -1,0 +1,224 @@
+"""Launch files for a placement, and readers for them (to check round trips and reuse old files).
+
+Formats (``FORMATS``):
+
+* ``permutation``: as SGI mpiplace wrote it, one rank per line in placement order: line k holds
+  the rank that runs on the k-th core of the node list (each node repeated ``cores`` times);
+* ``rankfile``: Open MPI, ``rank N=host slot=S:C`` (socket S, core C within the socket);
+* ``machinefile``: MPICH / Intel MPI, one host per line in rank order (``compact``: ``host:n``
+  lines for runs of consecutive ranks on one host);
+* ``mpt``: HPE/SGI MPT host list for ``mpirun``: ``host 1, host 1, ...`` in rank order
+  (``compact``: ``host n`` for runs);
+* ``cray``: Cray ``MPICH_RANK_ORDER`` (with ``MPICH_RANK_REORDER_METHOD=3``): the ranks in
+  placement order, comma separated, ranges ``a-b`` allowed; one line per node.
+
+``permutation`` and ``cray`` describe ranks on consecutive cores of full nodes, so they need a
+placement that occupies the first N cores (all perfkit strategies do); ``machinefile`` and
+``mpt`` carry no core numbers: reading them back assigns each node's cores in rank order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from itertools import groupby
+from os import PathLike
+from pathlib import Path
+
+import numpy as np
+
+from perfkit.placement.placement import Placement
+from perfkit.placement.topology import Topology
+
+FORMATS = ("permutation", "rankfile", "machinefile", "mpt", "cray")
+_RANKFILE_LINE = re.compile(r"^rank\s+(\d+)\s*=\s*(\S+)\s+slot\s*=\s*(\d+):(\d+)\s*$")
+
+
+def host_names(nodes: int, hosts: Sequence[str] | None = None) -> list[str]:
+    """Host name of each node: the first ``nodes`` of ``hosts``, or ``node000``, ``node001``..."""
+    if hosts is None:
+        return [f"node{i:03d}" for i in range(nodes)]
+    names = [str(h).strip() for h in hosts if str(h).strip()]
+    if len(names) < nodes:
+        raise ValueError(f"{len(names)} host names given for {nodes} nodes")
+    if len(set(names[:nodes])) != nodes:
+        raise ValueError("host names must be distinct")
+    return names[:nodes]
+
+
+def read_hosts(path: str | PathLike) -> list[str]:
+    """Host names from a file: one per line, '#' comments and ``host:n`` suffixes ignored."""
+    lines = Path(path).read_text().splitlines()
+    return [line.split("#")[0].split(":")[0].strip() for line in lines if line.split("#")[0].strip()]
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown launch format {fmt!r}; expected one of {FORMATS}")
+
+
+def _slot_order(placement: Placement) -> np.ndarray:
+    """Ranks sorted by core number; requires the placement to fill the first N cores."""
+    slot = placement.slot
+    if slot.max() != placement.nranks - 1:
+        raise ValueError("this format needs ranks on the first N cores of the node list (a packed placement)")
+    return np.argsort(slot)
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """'0-3,7,9-10' for [0, 1, 2, 3, 7, 9, 10]."""
+    parts = []
+    index = np.arange(len(ranks))
+    for _, run in groupby(zip(index, ranks), key=lambda pair: pair[1] - pair[0]):
+        values = [v for _, v in run]
+        parts.append(f"{values[0]}-{values[-1]}" if len(values) > 1 else f"{values[0]}")
+    return ",".join(parts)
+
+
+def format_launch(
+    placement: Placement, fmt: str, hosts: Sequence[str] | None = None, compact: bool = False
+) -> str:
+    """Text of the launch file for ``placement`` in format ``fmt``."""
+    _check_format(fmt)
+    topo = placement.topology
+    names = host_names(topo.nodes, hosts)
+    per_rank = [names[n] for n in placement.node]
+    if fmt == "permutation":
+        return "".join(f"{r}\n" for r in _slot_order(placement))
+    if fmt == "cray":
+        order = _slot_order(placement)
+        lines = [_ranges([int(r) for r in order[i : i + topo.cores]]) for i in range(0, order.size, topo.cores)]
+        return "\n".join(lines) + "\n"
+    if fmt == "rankfile":
+        cps = topo.cores_per_socket
+        return "".join(
+            f"rank {r}={per_rank[r]} slot={c // cps}:{c % cps}\n" for r, c in enumerate(placement.core)
+        )
+    runs = [(host, len(list(group))) for host, group in groupby(per_rank)] if compact else [(h, 1) for h in per_rank]
+    if fmt == "machinefile":
+        return "".join(f"{h}:{n}\n" if compact else f"{h}\n" for h, n in runs)
+    return ", ".join(f"{h} {n}" for h, n in runs) + "\n"
+
+
+def write_launch(
+    placement: Placement,
+    fmt: str,
+    path: str | PathLike | None = None,
+    hosts: Sequence[str] | None = None,
+    compact: bool = False,
+) -> str:
+    """Return the launch file text and write it to ``path`` when given."""
+    text = format_launch(placement, fmt, hosts=hosts, compact=compact)
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+def read_launch(
+    path: str | PathLike, fmt: str, topology: Topology, hosts: Sequence[str] | None = None
+) -> Placement:
+    """Placement described by the launch file at ``path``."""
+    return parse_launch(Path(path).read_text(), fmt, topology, hosts=hosts)
+
+
+def parse_launch(text: str, fmt: str, topology: Topology, hosts: Sequence[str] | None = None) -> Placement:
+    """Placement described by launch file text in format ``fmt`` on ``topology``."""
+    _check_format(fmt)
+    if fmt in ("permutation", "cray"):
+        order = _parse_permutation(text) if fmt == "permutation" else _parse_rank_order(text)
+        if sorted(order) != list(range(len(order))):
+            raise ValueError(f"{fmt} file does not list each rank 0..{len(order) - 1} exactly once")
+        if len(order) > topology.capacity:
+            raise ValueError(f"{len(order)} ranks exceed the {topology.capacity} cores of the topology")
+        slot = np.empty(len(order), dtype=np.int64)
+        slot[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+        return Placement.from_slots(slot, topology, strategy=f"from {fmt}")
+    index = {name: i for i, name in enumerate(host_names(topology.nodes, hosts))}
+    if fmt == "rankfile":
+        return _parse_rankfile(text, topology, index)
+    entries = _parse_machinefile(text) if fmt == "machinefile" else _parse_mpt(text)
+    node = []
+    for host, count in entries:
+        if host not in index:
+            raise ValueError(f"host {host!r} is not in the host list {list(index)[:4]}...")
+        node += [index[host]] * count
+    node_arr = np.asarray(node, dtype=np.int64)
+    core = np.zeros_like(node_arr)
+    seen = np.zeros(topology.nodes, dtype=np.int64)
+    for rank, n in enumerate(node_arr):
+        core[rank] = seen[n]
+        seen[n] += 1
+    if seen.max() > topology.cores:
+        raise ValueError(f"a host receives {seen.max()} ranks but has {topology.cores} cores")
+    return Placement(node=node_arr, core=core, topology=topology, strategy=f"from {fmt}")
+
+
+def _content_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, text) of non-empty lines, '#' comments removed."""
+    stripped = ((i, line.split("#")[0].strip()) for i, line in enumerate(text.splitlines(), 1))
+    return [(i, line) for i, line in stripped if line]
+
+
+def _parse_int(token: str, lineno: int) -> int:
+    if not token.isdigit():
+        raise ValueError(f"line {lineno}: expected a rank number, got {token!r}")
+    return int(token)
+
+
+def _parse_permutation(text: str) -> list[int]:
+    return [_parse_int(line, i) for i, line in _content_lines(text)]
+
+
+def _parse_rank_order(text: str) -> list[int]:
+    order: list[int] = []
+    for i, line in _content_lines(text):
+        for token in filter(None, (t.strip() for t in line.split(","))):
+            first, _, last = token.partition("-")
+            low, high = _parse_int(first, i), _parse_int(last, i) if last else None
+            order += [low] if high is None else list(range(low, high + 1))
+    return order
+
+
+def _parse_rankfile(text: str, topology: Topology, index: dict[str, int]) -> Placement:
+    found: dict[int, tuple[int, int]] = {}
+    cps = topology.cores_per_socket
+    for i, line in _content_lines(text):
+        match = _RANKFILE_LINE.match(line)
+        if not match:
+            raise ValueError(f"line {i}: expected 'rank N=host slot=S:C', got {line!r}")
+        rank, host, socket, core = int(match[1]), match[2], int(match[3]), int(match[4])
+        if host not in index:
+            raise ValueError(f"line {i}: host {host!r} is not in the host list")
+        if socket >= topology.sockets or core >= cps or rank in found:
+            raise ValueError(f"line {i}: duplicate rank or slot {socket}:{core} outside {topology.sockets}x{cps}")
+        found[rank] = (index[host], socket * cps + core)
+    if sorted(found) != list(range(len(found))):
+        raise ValueError("rankfile does not list ranks 0..N-1")
+    node, core = (np.array(v, dtype=np.int64) for v in zip(*(found[r] for r in range(len(found)))))
+    return Placement(node=node, core=core, topology=topology, strategy="from rankfile")
+
+
+def _parse_machinefile(text: str) -> list[tuple[str, int]]:
+    entries = []
+    for i, line in _content_lines(text):
+        host, _, count = line.partition(":")
+        entries.append((host.strip(), _parse_int(count.split(":")[0].strip(), i) if count else 1))
+    return entries
+
+
+def _parse_mpt(text: str) -> list[tuple[str, int]]:
+    entries = []
+    for chunk in " ".join(line for _, line in _content_lines(text)).split(","):
+        tokens = chunk.split()
+        pair = next(
+            (
+                (tokens[k], int(tokens[k + 1]))
+                for k in range(len(tokens) - 1)
+                if tokens[k + 1].isdigit() and not tokens[k].startswith("-") and tokens[k] != "mpirun"
+            ),
+            None,
+        )
+        if pair is None:
+            raise ValueError(f"MPT host list entry {chunk.strip()!r} is not 'host count'")
+        entries.append(pair)
+    return entries

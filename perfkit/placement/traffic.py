@@ -1,0 +1,114 @@
+"""Turn user input (numpy, pydata sparse, DataArray, canonical Dataset) into a checked rank-to-rank matrix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sps
+import xarray as xr
+
+
+def check_matrix(matrix: Any, name: str = "traffic matrix") -> sps.csr_matrix:
+    """Return ``matrix`` as float64 CSR (sender x receiver) after checking it is a usable traffic matrix.
+
+    Raises ``ValueError`` unless it is 2D, square, non-empty, finite and non-negative.
+    """
+    if isinstance(matrix, xr.DataArray):
+        matrix = matrix.data
+    if hasattr(matrix, "tocsr") and not sps.issparse(matrix):  # pydata sparse
+        if np.asarray(matrix.fill_value) != 0:
+            raise ValueError(f"{name}: sparse fill value must be 0, got {matrix.fill_value}")
+        matrix = matrix.tocsr()
+    if sps.issparse(matrix):
+        csr = sps.csr_matrix(matrix, dtype=np.float64)
+    else:
+        dense = np.asarray(matrix)
+        if dense.dtype.kind not in "biuf":
+            raise ValueError(f"{name}: expected numbers, got dtype {dense.dtype}")
+        if dense.ndim != 2:
+            raise ValueError(f"{name}: expected a 2D matrix, got shape {dense.shape}")
+        dense = dense.astype(np.float64)
+        if not np.isfinite(dense).all():
+            raise ValueError(f"{name}: contains NaN or infinite values")
+        csr = sps.csr_matrix(dense)
+    if csr.ndim != 2 or csr.shape[0] != csr.shape[1] or csr.shape[0] == 0:
+        raise ValueError(f"{name}: expected a non-empty square matrix, got shape {csr.shape}")
+    if not np.isfinite(csr.data).all():
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    if (csr.data < 0).any():
+        raise ValueError(f"{name}: contains negative values (minimum {csr.data.min():g})")
+    csr.sum_duplicates()
+    csr.eliminate_zeros()
+    return csr
+
+
+def select_traffic(
+    data: Any, *, run: int | str | None = None, quantity: str = "bytes"
+) -> tuple[sps.csr_matrix, sps.csr_matrix | None]:
+    """Pick the ``quantity`` matrix (and the message ``count`` matrix when known) from ``data``.
+
+    ``data`` is a 2D array, a ``sparse.COO``, a DataArray with dims (sender, receiver), or a
+    canonical Dataset with a ``traffic`` variable (dims run, sender, receiver, quantity); ``run``
+    is a run label or position, needed when the Dataset holds several runs. Ranks absent from the
+    chosen run (all-NaN row and column) are dropped.
+    """
+    if isinstance(data, xr.Dataset):
+        if "traffic" not in data:
+            raise ValueError("Dataset has no 'traffic' variable (rank-to-rank matrices)")
+        data = _pick_run(data["traffic"], run)
+        if "quantity" in data.dims:
+            quantities = [str(q) for q in data["quantity"].values]
+            if quantity not in quantities:
+                raise ValueError(f"quantity {quantity!r} not in traffic quantities {quantities}")
+            counts = data.sel(quantity="count") if quantity != "count" and "count" in quantities else None
+            return _from_dataarray(data.sel(quantity=quantity), counts)
+        return _from_dataarray(data, None)
+    if isinstance(data, xr.DataArray):
+        return _from_dataarray(_pick_run(data, run) if "run" in data.dims else data, None)
+    return check_matrix(data), None
+
+
+def _pick_run(traffic: xr.DataArray, run: int | str | None) -> xr.DataArray:
+    labels = [str(r) for r in traffic["run"].values]
+    if run is None:
+        if len(labels) != 1:
+            raise ValueError(f"the data hold {len(labels)} runs {labels}; choose one with run=...")
+        return traffic.isel(run=0)
+    if isinstance(run, str):
+        if run not in labels:
+            raise ValueError(f"run {run!r} not in {labels}")
+        return traffic.isel(run=labels.index(run))
+    return traffic.isel(run=int(run))
+
+
+def _from_dataarray(
+    matrix: xr.DataArray, counts: xr.DataArray | None
+) -> tuple[sps.csr_matrix, sps.csr_matrix | None]:
+    if set(matrix.dims) != {"sender", "receiver"}:
+        raise ValueError(f"traffic DataArray needs dims (sender, receiver), got {matrix.dims}")
+    matrix = matrix.transpose("sender", "receiver")
+    values = _dense_or_sparse(matrix.data)
+    present = _present_ranks(values)
+    chosen = check_matrix(values[present][:, present])
+    if counts is None:
+        return chosen, None
+    count_values = _dense_or_sparse(counts.transpose("sender", "receiver").data)
+    return chosen, check_matrix(count_values[present][:, present], "message-count matrix")
+
+
+def _dense_or_sparse(values: Any) -> Any:
+    if isinstance(values, np.ndarray):
+        return values
+    if hasattr(values, "tocsr"):
+        return values.tocsr()
+    return np.asarray(values)
+
+
+def _present_ranks(values: Any) -> np.ndarray:
+    """Ranks whose whole row and column are not NaN (padding from combining runs)."""
+    if sps.issparse(values):
+        return np.arange(values.shape[0])
+    nan = np.isnan(np.asarray(values, dtype=np.float64))
+    absent = nan.all(axis=1) & nan.all(axis=0)
+    return np.flatnonzero(~absent)

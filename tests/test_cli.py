@@ -1,0 +1,60 @@
+"""The perfkit command line, end to end on a MapLib matrix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfkit.cli import build_parser, main
+from perfkit.placement.launch import read_launch
+from perfkit.placement.topology import Topology
+
+MATRIX = Path(__file__).resolve().parent / "data" / "matrices" / "MapLib_lulesh_64_p2p.size.csv"
+
+
+def test_place_writes_rankfile_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rankfile"
+    assert main(["place", str(MATRIX), "--nodes", "4", "--ppn", "16", "--sockets", "2", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "inter-node bytes" in captured.err and "block" in captured.err
+    change = next(line for line in captured.err.splitlines() if line.startswith("inter-node bytes")).split()[-1]
+    assert float(change.rstrip("%")) < 0  # Scotch cuts inter-node bytes vs block on LULESH
+    placement = read_launch(out, "rankfile", Topology(nodes=4, cores=16, sockets=2))
+    assert np.unique(placement.slot).size == 64
+
+
+def test_place_to_stdout_with_hosts_and_npy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "m.npy", np.loadtxt(MATRIX, delimiter=","))
+    (tmp_path / "hosts").write_text("n001\nn002\nn003\nn004\n")
+    args = ["place", str(tmp_path / "m.npy"), "--nodes", "4", "--ppn", "16", "--format", "mpt",
+            "--hosts", str(tmp_path / "hosts"), "--strategy", "block"]
+    assert main(args) == 0
+    assert capsys.readouterr().out.startswith("n001 1, n001 1,")
+
+
+def test_place_reports_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["place", str(MATRIX), "--nodes", "2", "--ppn", "16"]) == 1
+    assert "64 ranks do not fit" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["place", str(MATRIX), "--nodes", "2"])
+
+
+def test_subcommands_are_registered() -> None:
+    assert "place" in build_parser().format_help()
+
+
+SCRIPT = Path(sys.executable).with_name("perfkit")
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="console script not installed next to the interpreter")
+def test_console_script() -> None:
+    result = subprocess.run(
+        [str(SCRIPT), "place", str(MATRIX), "--nodes", "4", "--ppn", "16", "--format", "permutation"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    assert sorted(int(x) for x in result.stdout.split()) == list(range(64))
