@@ -14,8 +14,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 Runner = Callable[[argparse.Namespace], int]
 Configure = Callable[[argparse.ArgumentParser], Runner]
 
@@ -51,14 +49,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def read_dense_matrix(path: str | Path) -> np.ndarray:
-    """A square matrix from ``.npy`` or a delimited text file (comma, or whitespace, no header)."""
-    path = Path(path)
-    if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False)
-    with path.open() as handle:
-        first = handle.readline()
-    return np.loadtxt(path, delimiter="," if "," in first else None, ndmin=2)
+@command("info", "Read profiles and print what they hold: runs, ranks, functions, metrics, warnings.")
+def _configure_info(parser: argparse.ArgumentParser) -> Runner:
+    parser.add_argument("paths", nargs="+", help="profile files or glob patterns (any supported format)")
+    parser.add_argument("--format", default=None, help="force a format instead of sniffing it")
+    return _run_info
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    import perfkit
+    from perfkit.model import read_warnings
+
+    ds = perfkit.open_runs(_expand(args.paths), format=args.format, progress=False)
+    fields = ["nprocs", "nodes", "ppn", "mode", "elapsed", "format"]
+    print(ds[fields].to_dataframe()[fields].to_string())
+    print(f"\nranks: {ds.sizes['rank']}, functions: {', '.join(map(str, ds['function'].values))}")
+    print(f"metrics: {', '.join(map(str, ds['metric'].values))}; variables: {', '.join(map(str, ds.data_vars))}")
+    for warning in read_warnings(ds):
+        print(f"warning: {warning}")
+    return 0
+
+
+@command("convert", "Read profiles into one cube and save it (.zarr or .nc) for fast reloading.")
+def _configure_convert(parser: argparse.ArgumentParser) -> Runner:
+    parser.add_argument("paths", nargs="+", help="profile files or glob patterns (any supported format)")
+    parser.add_argument("-o", "--output", required=True, help="output store: *.zarr or *.nc")
+    parser.add_argument("--format", default=None, help="force a format instead of sniffing it")
+    parser.add_argument("--metadata", help="JSON file mapping file name -> run metadata (nodes, ppn, ...)")
+    return _run_convert
+
+
+def _run_convert(args: argparse.Namespace) -> int:
+    import json
+
+    import perfkit
+
+    metadata = json.loads(Path(args.metadata).read_text()) if args.metadata else None
+    ds = perfkit.open_runs(_expand(args.paths), format=args.format, metadata=metadata)
+    perfkit.save(ds, args.output)
+    print(f"wrote {ds.sizes['run']} runs x {ds.sizes['rank']} ranks to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _expand(patterns: Sequence[str]) -> list[Path]:
+    from perfkit.io.open import expand_paths
+
+    return [path for pattern in patterns for path in expand_paths(pattern)]
+
+
+def read_traffic_matrix(path: str | Path) -> Any:
+    """Bytes sender x receiver from any format ``perfkit.open_matrix`` reads (CSV, npy/npz, MatrixMarket)."""
+    from perfkit.io.matrix import open_matrix
+
+    return open_matrix(path).sel(quantity="bytes")
 
 
 @command("place", "Profile-guided rank placement: write a launch file for a rank-to-rank traffic matrix.")
@@ -66,7 +109,7 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
     from perfkit.placement.launch import FORMATS
     from perfkit.placement.strategies import STRATEGIES
 
-    parser.add_argument("matrix", help="traffic matrix, sender x receiver bytes (.csv / .txt / .npy)")
+    parser.add_argument("matrix", help="traffic matrix, sender x receiver bytes (.csv / .txt / .npy / .npz / .mtx)")
     parser.add_argument("--nodes", type=int, required=True, help="number of nodes")
     parser.add_argument("--ppn", type=int, required=True, help="cores (ranks) per node")
     parser.add_argument("--sockets", type=int, default=1, help="sockets per node (default 1)")
@@ -88,7 +131,7 @@ def _run_place(args: argparse.Namespace) -> int:
 
     topology = Topology(nodes=args.nodes, cores=args.ppn, sockets=args.sockets, switch_size=args.switch_size)
     hosts = read_hosts(args.hosts) if args.hosts else None
-    matrix = read_dense_matrix(args.matrix)
+    matrix = read_traffic_matrix(args.matrix)
     placement = place(
         matrix, topology, strategy=args.strategy, seed=args.seed, balance=args.balance, timeout=args.timeout
     )

@@ -58,3 +58,18 @@ def test_console_script() -> None:
         capture_output=True, text=True, timeout=120, check=True,
     )
     assert sorted(int(x) for x in result.stdout.split()) == list(range(64))
+
+
+def test_info_and_convert(tmp_path, capsys):
+    from tests.helpers import ROOT
+
+    seed = str(ROOT / "data" / "seed" / "mpinside_seed_tables.txt")
+    assert main(["info", seed]) == 0
+    out = capsys.readouterr().out
+    assert "mpinside" in out and "w_MPI_Recv" in out and "warning:" in out
+    store = tmp_path / "cube.nc"
+    assert main(["convert", seed, "-o", str(store)]) == 0
+    import perfkit
+
+    assert perfkit.load(store)["profile"].sel(rank=0, function="Compute", metric="time").item() == 868.484133
+    assert main(["info", str(tmp_path / "nothing*.txt")]) == 1
