@@ -67,7 +67,7 @@ def iter_blocks(path: Path, data: bytes) -> Iterator[Block]:
     while match is not None:
         following = next(headers, None)
         end = following.start() if following is not None else len(data)
-        body = bytes(data[match.end() + 1:end]) if match.end() < end else b""
+        body = data[match.end() + 1:end] if match.end() < end else b""
         yield Block(match.group(1).decode("ascii", "replace").strip(), body, line)
         line += 1 + body.count(b"\n")
         match = following
@@ -281,7 +281,8 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
         if b"\x00" in head:
             raise PerfkitFormatError(path, 1, "binary data, expected MPInside text tables")
         _skip_preamble(path, head[: head.rfind(b"\n") + 1] or head)  # fail on junk before reading it all
-        data = head + fh.read()
+        fh.seek(0)
+        data = fh.read()
     return _assemble(path, iter_blocks(path, data), run_metadata)
 
 
