@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from perfkit.errors import ContractError
@@ -248,7 +249,9 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
     """Concatenate canonical Datasets along ``run``; NaN outside each run's ranks/functions.
 
     Run labels must be unique; pass ``labels`` to rename. The union of functions keeps each
-    function's ``call`` and ``kind`` (which must agree between runs).
+    function's ``call`` and ``kind`` (which must agree between runs). Every variable a run lacks
+    is NaN for that run (text run coordinates: empty). Filled with numpy index arithmetic, so
+    combining a thousand runs costs little more than copying them.
     """
     if not datasets:
         raise ContractError("no runs to combine")
@@ -256,56 +259,115 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
     if labels is not None:
         datasets = [d.assign_coords(run=[lab], label=("run", [lab])) for d, lab in zip(datasets, labels, strict=True)]
     run_labels = [str(v) for d in datasets for v in d["run"].values]
-    dup = sorted({r for r in run_labels if run_labels.count(r) > 1})
-    if dup:
-        raise ContractError(f"run labels {dup} occur more than once; pass labels=... to name runs uniquely")
-    call_of: dict[str, str] = {}
-    kind_of: dict[str, str] = {}
-    for d in datasets:
-        for f, c, k in zip(d["function"].values, d["call"].values, d["kind"].values):
-            if call_of.setdefault(str(f), str(c)) != str(c) or kind_of.setdefault(str(f), str(k)) != str(k):
-                raise ContractError(f"function {f!r} has different call/kind in different runs")
-    functions = _ordered_union(d["function"].values for d in datasets)
-    metrics = _ordered_union(d["metric"].values for d in datasets)
-    units = {}
-    for d in datasets:
-        units.update(dict(zip(map(str, d["metric"].values), map(str, d["units"].values))))
-    ranks = np.unique(np.concatenate([d["rank"].values for d in datasets]))
-    indexers: dict[str, Any] = {"rank": ranks, "function": functions, "metric": metrics}
+    counts = pd.Series(run_labels).value_counts()
+    if (counts > 1).any():
+        raise ContractError(f"run labels {sorted(counts[counts > 1].index)} occur more than once; "
+                            "pass labels=... to name runs uniquely")
+    labels_of = _dim_labels(datasets)
+    for name, dim in (("call", "function"), ("kind", "function")):
+        _coord_map(datasets, name, dim, strict=True)
     with_traffic = [d for d in datasets if "traffic" in d]
+    n_ranks = labels_of["rank"].size
     sparse_traffic = bool(with_traffic) and (
-        len(datasets) * ranks.size**2 * len(TRAFFIC_QUANTITIES) > DENSE_TRAFFIC_LIMIT
+        len(run_labels) * n_ranks**2 * len(TRAFFIC_QUANTITIES) > DENSE_TRAFFIC_LIMIT
         or any(not isinstance(d["traffic"].data, np.ndarray) for d in with_traffic))
-    if with_traffic and not sparse_traffic:
-        indexers.update(sender=ranks, receiver=ranks)
-    if any("sizes" in d for d in datasets):
-        bins = [d["size_bin"].values for d in datasets if "size_bin" in d.coords]
-        indexers["size_bin"] = np.unique(np.concatenate(bins))
-    aligned = []
-    for d in datasets:
-        d = d.drop_vars(["call", "kind", "units"])
-        if sparse_traffic:
-            d = d.drop_vars(["traffic", "sender", "receiver", "quantity", "quantity_units"], errors="ignore")
-        d = d.reindex({k: v for k, v in indexers.items() if k in d.dims}, fill_value=np.nan)
-        aligned.append(d)
-    out = xr.concat(aligned, dim="run", data_vars="all", coords="minimal", compat="equals",
-                    join="outer", fill_value=np.nan, combine_attrs="drop_conflicts")
-    out = out.assign_coords(
-        call=("function", [call_of[f] for f in functions]),
-        kind=("function", [kind_of[f] for f in functions]),
-        units=("metric", [units[m] for m in metrics]),
-    )
+    offsets = np.cumsum([0] + [d.sizes["run"] for d in datasets])
+    positions = [{dim: pd.Index(labels_of[dim]).get_indexer(d[dim].values) for dim in d.dims if dim != "run"}
+                 for d in datasets]
+    data_vars: dict[str, Any] = {}
+    for name in _ordered_union(list(d.data_vars) for d in datasets):
+        if name == "traffic" and sparse_traffic:
+            data_vars[name] = (TRAFFIC_DIMS, _stack_sparse_traffic(datasets, labels_of["rank"]))
+            continue
+        dims = next(d[name].dims for d in datasets if name in d)
+        out = np.full([len(run_labels), *(labels_of[dim].size for dim in dims[1:])], np.nan)
+        for k, d in enumerate(datasets):
+            if name not in d:
+                continue
+            if d[name].dims != dims:
+                raise ContractError(f"variable {name!r} has dims {d[name].dims} in one run and {dims} in another")
+            index = np.ix_(np.arange(offsets[k], offsets[k + 1]), *(positions[k][dim] for dim in dims[1:]))
+            out[index] = np.asarray(d[name].values, dtype=np.float64)
+        data_vars[name] = (dims, out)
+    coords: dict[str, Any] = {dim: values for dim, values in labels_of.items()}
+    coords["run"] = run_labels
+    for name in _ordered_union([n for n, c in d.coords.items() if c.dims == ("run",) and n != "run"] for d in datasets):
+        coords[name] = ("run", _run_coord(datasets, name))
+    labelled = {n: c.dims[0] for d in datasets for n, c in d.coords.items()
+                if len(c.dims) == 1 and c.dims[0] not in ("run", n)}
+    for name, dim in labelled.items():
+        mapping = _coord_map(datasets, name, dim, strict=False)
+        coords[name] = (dim, [mapping.get(v, "") for v in labels_of[dim].tolist()])
+    out_ds = xr.Dataset(data_vars, coords=coords, attrs=_common_attrs(datasets))
+    for name in ("size_bin",):
+        if name in out_ds.coords:
+            out_ds[name].attrs.update(next(d[name].attrs for d in datasets if name in d.coords))
     warnings = [f"{r}: {w}" for d in datasets for r in map(str, d["run"].values) for w in read_warnings(d)]
     if sparse_traffic:
-        out = out.assign(traffic=(TRAFFIC_DIMS, _stack_sparse_traffic(datasets, ranks)))
-        out = out.assign_coords(sender=ranks, receiver=ranks, quantity=list(TRAFFIC_QUANTITIES),
-                                quantity_units=("quantity", [TRAFFIC_UNITS[q] for q in TRAFFIC_QUANTITIES]))
         absent = [str(r) for d in datasets if "traffic" not in d for r in d["run"].values]
         if absent:
             warnings.append(f"runs {absent} have no traffic matrices; in the sparse traffic array they read as 0")
     readers = ",".join(sorted({d.attrs.get("reader", "") for d in datasets}))
-    out.attrs.update(provenance(reader=readers, warnings=warnings))
-    return validate(out)
+    out_ds.attrs.update(provenance(reader=readers, warnings=warnings))
+    return validate(out_ds)
+
+
+#: Dims whose labels are numbers, combined as a sorted union; other labelled dims keep first-seen order.
+_SORTED_DIMS = ("rank", "sender", "receiver", "size_bin")
+
+
+def _dim_labels(datasets: Sequence[xr.Dataset]) -> dict[str, np.ndarray]:
+    """The union of labels of every non-run dimension (positions for dims without labels)."""
+    dims = _ordered_union([dim for dim in d.dims if dim != "run"] for d in datasets)
+    out: dict[str, np.ndarray] = {}
+    for dim in dims:
+        having = [d for d in datasets if dim in d.dims]
+        if not all(dim in d.indexes for d in having):
+            out[dim] = np.arange(max(d.sizes[dim] for d in having))
+        elif dim in _SORTED_DIMS:
+            out[dim] = np.unique(np.concatenate([d[dim].values for d in having]))
+        else:
+            out[dim] = np.asarray(_ordered_union(d[dim].values for d in having), dtype=object)
+    if "sender" in out:
+        out["sender"] = out["receiver"] = out["rank"]
+    return out
+
+
+def _coord_map(datasets: Sequence[xr.Dataset], name: str, dim: str, *, strict: bool) -> dict[Any, Any]:
+    """Label of ``dim`` -> value of coordinate ``name``; ``strict``: disagreeing runs are an error."""
+    mapping: dict[Any, Any] = {}
+    for d in datasets:
+        if name not in d.coords:
+            continue
+        for label, value in zip(d[dim].values.tolist(), d[name].values.tolist()):
+            if mapping.setdefault(label, value) != value and strict:
+                raise ContractError(f"{dim} {label!r} has different {name} in different runs "
+                                    f"({mapping[label]!r} and {value!r}); call/kind must agree")
+    return mapping
+
+
+def _run_coord(datasets: Sequence[xr.Dataset], name: str) -> np.ndarray:
+    """A run coordinate across runs (NaN or "" for runs that lack it)."""
+    parts = []
+    numeric = any(np.issubdtype(d[name].dtype, np.number) for d in datasets if name in d.coords)
+    for d in datasets:
+        if name in d.coords:
+            parts.append(d[name].values)
+        else:
+            parts.append(np.full(d.sizes["run"], np.nan if numeric else ""))
+    return np.concatenate(parts)
+
+
+def _common_attrs(datasets: Sequence[xr.Dataset]) -> dict[str, Any]:
+    """Attributes that every run holding them holds with the same value."""
+    out: dict[str, Any] = {}
+    conflicting: set[str] = set()
+    for d in datasets:
+        for key, value in d.attrs.items():
+            if key in out and not np.array_equal(np.asarray(out[key], dtype=object), np.asarray(value, dtype=object)):
+                conflicting.add(key)
+            out.setdefault(key, value)
+    return {k: v for k, v in out.items() if k not in conflicting}
 
 
 def _stack_sparse_traffic(datasets: Sequence[xr.Dataset], ranks: np.ndarray) -> Any:

@@ -78,7 +78,7 @@ def test_combine_refuses_ambiguity():
     relabelled = perfkit.combine_runs([small_run("a", 2), small_run("a", 3)], labels=["x", "y"])
     assert list(relabelled["label"].values) == ["x", "y"]
     other = small_run("b", 2).assign_coords(kind=("function", ["compute", "transfer", "transfer"]))
-    with pytest.raises(perfkit.ContractError, match="different call/kind"):
+    with pytest.raises(perfkit.ContractError, match="different kind in different runs"):
         perfkit.combine_runs([small_run("a", 2), other])
     with pytest.raises(perfkit.ContractError, match="no runs"):
         perfkit.combine_runs([])
