@@ -1,0 +1,98 @@
+"""Findings on the synthetic series (against truth.json), the seed tables and real mpiP runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import perfkit
+from perfkit.analysis.diagnosis import COLUMNS, diagnose, format_ranks
+from perfkit.analysis.waits import breakdown, call_wait_share, wait_split
+from tests.helpers import ROOT
+
+SYNTH = ROOT / "data" / "synthetic"
+MPIP = ROOT / "tests" / "data" / "mpip" / "real"
+
+
+def test_format_ranks():
+    assert format_ranks([5, 1, 2, 3, 9, 10]) == "1-3, 5, 9-10"
+    assert format_ranks([]) == "none"
+    assert format_ranks(range(0, 40, 2), limit=3) == "0, 2, 4 and 17 more ranges"
+
+
+@pytest.fixture(scope="module")
+def n96():
+    return perfkit.open_runs(str(SYNTH / "96" / "*.mpinside"))
+
+
+def test_bcast_collective_wait_found(n96):
+    found = diagnose(n96, run="collective_wait")
+    row = found[found["title"] == "MPI_Bcast: collective wait"].iloc[0]
+    truth = json.loads((SYNTH / "96" / "truth.json").read_text())["split"]["measured"]["MPI_Bcast"]
+    share = sum(truth["wait"]) / (sum(truth["wait"]) + sum(truth["transfer"]))
+    assert f"{100 * share:.0f}% of MPI_Bcast time is collective wait (measured)" in row["text"]
+    assert row["seconds"] == pytest.approx(np.mean(truth["wait"]), rel=1e-3)
+    assert "load imbalance" in row["text"] and row["severity"] == "high"
+    assert list(found.columns) == COLUMNS
+    assert found["seconds"].is_monotonic_decreasing
+
+
+def test_slow_ranks_and_node_named(n96):
+    found = diagnose(n96, run="slt")
+    text = found.loc[found["category"] == "load_imbalance", "text"].item()
+    assert "ranks 41-42, 45-46, 49-51, 53 is 12-30% above the mean" in text
+    node = found[found["category"] == "slow_node"]
+    assert list(node["title"]) == ["Slow node 2"] and "ranks 48-71" in node["text"].item()
+
+
+def test_basic_mode_waits_are_estimated(n96):
+    share = call_wait_share(n96)
+    assert bool(share["estimated"].sel(run="basic", call="MPI_Bcast"))
+    assert not bool(share["estimated"].sel(run="collective_wait", call="MPI_Bcast"))
+    truth = json.loads((SYNTH / "96" / "truth.json").read_text())["split"]["measured"]
+    for call in ("MPI_Bcast", "MPI_Recv"):
+        est = float(share["wait"].sel(run="basic", call=call))
+        assert 0.8 < est / sum(truth[call]["wait"]) <= 1.0
+        measured = wait_split(n96)["time"].sel(run="collective_wait" if call == "MPI_Bcast" else "slt",
+                                                call=call, part="wait")
+        np.testing.assert_allclose(measured, truth[call]["wait"], atol=2e-6)
+    found = diagnose(n96, run="basic")
+    assert "estimated" in found.loc[found["title"] == "MPI_Bcast: collective wait", "text"].item()
+
+
+def test_breakdown_adds_up(n96):
+    parts = breakdown(n96)
+    total = n96["profile"].sel(metric="time").sum("function")
+    np.testing.assert_allclose(parts["total"], total, rtol=1e-9)
+    assert set(parts["kind"].values) == set(perfkit.KINDS)
+
+
+def test_communication_share_rises_across_series():
+    ds = perfkit.open_runs(str(SYNTH / "*" / "collective_wait.mpinside"))
+    found = diagnose(ds)
+    trend = found[found["category"] == "scaling"]
+    assert len(trend) == 1 and "26% at 48" in trend["text"].item()
+    nodes = found[found["category"] == "slow_node"]
+    expected = {f"{n}/collective_wait": json.loads((SYNTH / str(n) / "truth.json").read_text())["slow_node"]["node"]
+                for n in (48, 96, 192, 384, 768, 2048)}
+    assert {r: int(t.split()[-1]) for r, t in zip(nodes["run"], nodes["title"])} == expected
+
+
+def test_seed_tables():
+    found = diagnose(perfkit.open_profile(ROOT / "data" / "seed" / "mpinside_seed_tables.txt"))
+    titles = list(found["title"])
+    assert "Network transfer time" in titles and "Compute load imbalance" in titles
+    assert "rank 0 computes 868 s" in found.loc[found["title"] == "Compute load imbalance", "text"].item()
+    assert not found["title"].str.contains("MPI_Recv: late-sender").any()  # w_MPI_Recv is 0: no send-late time
+
+
+@pytest.mark.parametrize("app, top_call", [("HPCCG-strong", "MPI_Allreduce"), ("CloverLeaf-strong", "MPI_Waitall")])
+def test_real_mpip(app, top_call):
+    ds = perfkit.open_runs(str(MPIP / app / "*" / "*.mpiP"))
+    found = diagnose(ds)
+    assert found["seconds"].notna().all() and (found["seconds"] >= 0).all()
+    biggest = found[found["run"] == ds["run"].values[-1]]
+    assert f"{top_call} (" in biggest.loc[biggest["category"] == "mpi_share", "text"].item()
+    assert (found["category"] == "scaling").any()
