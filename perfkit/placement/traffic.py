@@ -56,17 +56,20 @@ def select_traffic(
     if isinstance(data, xr.Dataset):
         if "traffic" not in data:
             raise ValueError("Dataset has no 'traffic' variable (rank-to-rank matrices)")
-        data = _pick_run(data["traffic"], run)
-        if "quantity" in data.dims:
-            quantities = [str(q) for q in data["quantity"].values]
-            if quantity not in quantities:
-                raise ValueError(f"quantity {quantity!r} not in traffic quantities {quantities}")
-            counts = data.sel(quantity="count") if quantity != "count" and "count" in quantities else None
-            return _from_dataarray(data.sel(quantity=quantity), counts)
+        data = data["traffic"]
+    if not isinstance(data, xr.DataArray):
+        return check_matrix(data), None
+    if "run" in data.dims:
+        data = _pick_run(data, run)
+    if "quantity" not in data.dims:
         return _from_dataarray(data, None)
-    if isinstance(data, xr.DataArray):
-        return _from_dataarray(_pick_run(data, run) if "run" in data.dims else data, None)
-    return check_matrix(data), None
+    quantities = [str(q) for q in data["quantity"].values]
+    if quantity not in quantities:
+        raise ValueError(f"quantity {quantity!r} not in traffic quantities {quantities}")
+    counts = data.sel(quantity="count") if quantity != "count" and "count" in quantities else None
+    if counts is not None and isinstance(counts.data, np.ndarray) and np.isnan(counts.data).any():
+        counts = None  # message counts not measured (e.g. a bytes-only matrix file)
+    return _from_dataarray(data.sel(quantity=quantity), counts)
 
 
 def _pick_run(traffic: xr.DataArray, run: int | str | None) -> xr.DataArray:
