@@ -45,7 +45,7 @@ def traffic_matrix(traffic: Any, *, run: int | str | None = None, quantity: str 
 
 def _select(traffic: xr.DataArray, run: int | str | None, quantity: str) -> xr.DataArray:
     if "run" in traffic.dims:
-        traffic = _pick_run(traffic, run)
+        traffic = pick_run(traffic, run)
     if "quantity" in traffic.dims:
         quantities = [str(q) for q in traffic["quantity"].values]
         if quantity not in quantities:
@@ -59,7 +59,8 @@ def _select(traffic: xr.DataArray, run: int | str | None, quantity: str) -> xr.D
     return traffic
 
 
-def _pick_run(traffic: xr.DataArray, run: int | str | None) -> xr.DataArray:
+def pick_run(traffic: xr.DataArray, run: int | str | None) -> xr.DataArray:
+    """One run of a traffic array, by label or position (``None`` only when it holds one run)."""
     labels = [str(r) for r in traffic["run"].values]
     if run is None:
         if len(labels) != 1:

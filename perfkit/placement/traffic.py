@@ -8,6 +8,8 @@ import numpy as np
 import scipy.sparse as sps
 import xarray as xr
 
+from perfkit.analysis.traffic import pick_run
+
 
 def check_matrix(matrix: Any, name: str = "traffic matrix") -> sps.csr_matrix:
     """Return ``matrix`` as float64 CSR (sender x receiver) after checking it is a usable traffic matrix.
@@ -60,7 +62,7 @@ def select_traffic(
     if not isinstance(data, xr.DataArray):
         return check_matrix(data), None
     if "run" in data.dims:
-        data = _pick_run(data, run)
+        data = pick_run(data, run)
     if "quantity" not in data.dims:
         return _from_dataarray(data, None)
     quantities = [str(q) for q in data["quantity"].values]
@@ -70,19 +72,6 @@ def select_traffic(
     if counts is not None and isinstance(counts.data, np.ndarray) and np.isnan(counts.data).any():
         counts = None  # message counts not measured (e.g. a bytes-only matrix file)
     return _from_dataarray(data.sel(quantity=quantity), counts)
-
-
-def _pick_run(traffic: xr.DataArray, run: int | str | None) -> xr.DataArray:
-    labels = [str(r) for r in traffic["run"].values]
-    if run is None:
-        if len(labels) != 1:
-            raise ValueError(f"the data hold {len(labels)} runs {labels}; choose one with run=...")
-        return traffic.isel(run=0)
-    if isinstance(run, str):
-        if run not in labels:
-            raise ValueError(f"run {run!r} not in {labels}")
-        return traffic.isel(run=labels.index(run))
-    return traffic.isel(run=int(run))
 
 
 def _from_dataarray(
