@@ -419,7 +419,7 @@ def _callsite_locations(report: _Report) -> dict[int, tuple[str, str, int, str, 
     return {site: (*v[:4], " < ".join(v[4])) for site, v in sites.items()}
 
 
-def _histogram(report: _Report, key: str) -> pd.DataFrame | None:
+def _histogram(report: _Report, key: str) -> dict[str, np.ndarray] | None:
     """``-y`` / ``-p`` histogram rows: function, percent, comm bin and data-size bin lower edges."""
     section = report.sections.get(key)
     if section is None:
@@ -427,14 +427,14 @@ def _histogram(report: _Report, key: str) -> pd.DataFrame | None:
     _check_header(report, section, _HIST_COLUMNS[key])
     linenos, rows = _tokens(report, section, 8)
     call, pct, comm_lo, _d1, comm_hi, size_lo, _d2, size_hi = _columns(rows, 8)
-    return pd.DataFrame({
-        "function": ["MPI_" + c for c in call],
-        "pct": _numbers(report, linenos, pct, "MPI %"),
-        "comm_bin": _integers(report, linenos, comm_lo, "Comm Size"),
-        "comm_hi": _integers(report, linenos, comm_hi, "Comm Size"),
-        "size_bin": _integers(report, linenos, size_lo, "Data Size"),
-        "size_hi": _integers(report, linenos, size_hi, "Data Size"),
-    })
+    return {
+        "function": np.array(["MPI_" + c for c in call], dtype=object),
+        "pct": np.asarray(_numbers(report, linenos, pct, "MPI %"), dtype=np.float64),
+        "comm_bin": np.asarray(_integers(report, linenos, comm_lo, "Comm Size"), dtype=np.float64),
+        "comm_hi": np.asarray(_integers(report, linenos, comm_hi, "Comm Size"), dtype=np.float64),
+        "size_bin": np.asarray(_integers(report, linenos, size_lo, "Data Size"), dtype=np.float64),
+        "size_hi": np.asarray(_integers(report, linenos, size_hi, "Data Size"), dtype=np.float64),
+    }
 
 
 def _aggregate_time(report: _Report) -> dict[str, Any] | None:
@@ -821,17 +821,31 @@ def _task_time_vars(task: dict[str, dict[str, float]]) -> dict[str, Any]:
 
 def _add_histograms(report: _Report, ds: xr.Dataset) -> xr.Dataset:
     """``-y`` / ``-p`` histograms as (run, function, comm_bin, size_bin) percent variables."""
-    cubes = []
+    tables = []
     for key, name, meaning in (("hist_coll", "coll_time_share", "percent of MPI time in collectives"),
                                ("hist_p2p", "p2p_sent_share", "percent of point-to-point bytes sent")):
         rows = _histogram(report, key)
-        if rows is None or rows.empty:
-            continue
-        rows = rows.astype({"comm_bin": np.float64, "size_bin": np.float64})
-        cube = rows.groupby(["function", "comm_bin", "size_bin"])["pct"].sum().to_xarray()
-        cube = cube.reindex(function=ds["function"].values).expand_dims(run=ds["run"].values)
-        cubes.append(cube.assign_attrs(units="%", description=meaning + " (top twenty; NaN: not listed)").rename(name))
-    out = ds.assign(xr.merge(cubes, join="outer", compat="no_conflicts").data_vars) if cubes else ds
+        if rows is not None and len(rows["pct"]):
+            tables.append((name, meaning, rows))
+    out = ds
+    if tables:
+        comm = np.unique(np.concatenate([rows["comm_bin"] for _, _, rows in tables]))
+        size = np.unique(np.concatenate([rows["size_bin"] for _, _, rows in tables]))
+        functions = pd.Index(ds["function"].values)
+        variables = {}
+        for name, meaning, rows in tables:
+            f = functions.get_indexer(rows["function"])
+            keep = f >= 0
+            index = (f[keep], np.searchsorted(comm, rows["comm_bin"][keep]),
+                     np.searchsorted(size, rows["size_bin"][keep]))
+            total = np.zeros((functions.size, comm.size, size.size))
+            listed = np.zeros(total.shape, dtype=bool)
+            np.add.at(total, index, rows["pct"][keep])
+            listed[index] = True
+            cube = np.where(listed, total, np.nan)[np.newaxis].repeat(ds.sizes["run"], axis=0)
+            variables[name] = xr.Variable(("run", "function", "comm_bin", "size_bin"), cube,
+                                          {"units": "%", "description": meaning + " (top twenty; NaN: not listed)"})
+        out = ds.assign_coords(comm_bin=comm, size_bin=size).assign(variables)
     out.attrs["warnings"] = json.dumps(report.warnings)
     return out
 
