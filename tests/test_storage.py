@@ -37,6 +37,6 @@ def test_sparse_traffic_is_stored_densely(tmp_path):
 
 def test_lazy_load(tmp_path, two_runs):
     path = perfkit.save(perfkit.combine_runs(two_runs), tmp_path / "cube.zarr")
-    lazy = perfkit.load(path, chunks={"rank": 2})
+    lazy = perfkit.load(path, chunks={"rank": 4})
     assert lazy["profile"].chunks is not None
     np.testing.assert_array_equal(lazy["profile"].values, perfkit.combine_runs(two_runs)["profile"].values)
