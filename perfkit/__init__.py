@@ -7,6 +7,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+import perfkit.accessor  # noqa: F401  (registers the ds.perf accessor)
 from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
 from perfkit.io.open import open_profile, open_runs
 from perfkit.model import KINDS, METRICS, combine_runs, validate
