@@ -47,3 +47,11 @@ def test_place_delegates(ds, monkeypatch):
         data=data, topology=topology, strategy=strategy, **kw) or "placed")
     assert ds.perf.place("topo", "block", seed=3) == "placed"
     assert seen["data"] is ds and seen["topology"] == "topo" and seen["strategy"] == "block" and seen["seed"] == 3
+
+
+def test_import_perfkit_registers_the_accessor():
+    import subprocess
+    import sys
+
+    code = "import perfkit, xarray as xr; assert hasattr(xr.Dataset, 'perf')"
+    subprocess.run([sys.executable, "-c", code], check=True)
