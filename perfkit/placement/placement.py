@@ -78,7 +78,7 @@ class Placement:
         """One row per rank: host, node, socket, core."""
         from perfkit.placement.launch import host_names
 
-        names = np.asarray(host_names(self.topology.nodes, hosts))
+        names = np.asarray(host_names(self.topology.nodes, hosts if hosts is not None else self.topology.hosts or None))
         return pd.DataFrame(
             {"host": names[self.node], "node": self.node, "socket": self.socket, "core": self.core},
             index=pd.RangeIndex(self.nranks, name="rank"),
@@ -88,4 +88,4 @@ class Placement:
         """Launch file text in ``fmt`` (see ``perfkit.placement.launch.FORMATS``); also written to ``path``."""
         from perfkit.placement.launch import write_launch
 
-        return write_launch(self, fmt, path, hosts=hosts)
+        return write_launch(self, fmt, path, hosts=hosts if hosts is not None else self.topology.hosts or None)

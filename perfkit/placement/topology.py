@@ -10,6 +10,7 @@ message is ``network`` traffic and travels ``hops`` links.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class Topology:
     link_cost: tuple[float, ...] = (1, 2, 10, 30)
     latency_s: tuple[float, ...] = (0.3e-6, 0.6e-6, 1.5e-6, 2.5e-6)
     bandwidth_Bps: tuple[float, ...] = (20e9, 10e9, 12.5e9, 12.5e9)
+    hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("nodes", "cores", "sockets"):
@@ -71,6 +73,27 @@ class Topology:
         object.__setattr__(self, "latency_s", _per_level(self.latency_s, "latency_s", positive=False))
         object.__setattr__(self, "bandwidth_Bps", _per_level(self.bandwidth_Bps, "bandwidth_Bps"))
         object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+        object.__setattr__(self, "hosts", tuple(str(h) for h in self.hosts))
+        if self.hosts and (len(self.hosts) != self.nodes or len(set(self.hosts)) != self.nodes):
+            raise ValueError(f"hosts must name each of the {self.nodes} nodes once, got {len(self.hosts)} names")
+
+    @classmethod
+    def from_nodelist(cls, nodelist: str, **kwargs: object) -> Topology:
+        """A tree from a node list with multiplicities, as mpiplace took it: ``"n001 24, n002 24"``.
+
+        Entries are separated by commas or new lines; ``host:24`` works too. Every node must offer
+        the same number of cores (uneven nodes are refused, not rounded).
+        """
+        entries = [e.strip() for e in re.split(r"[,\n]", nodelist) if e.strip() and not e.strip().startswith("#")]
+        parsed = [re.fullmatch(r"(\S+?)(?:[\s:]+(\d+))?", e) for e in entries]
+        bad = [e for e, m in zip(entries, parsed) if m is None]
+        if bad or not entries:
+            raise ValueError(f"expected 'host cores' entries, could not read {bad[:3] or nodelist!r}")
+        hosts = [m.group(1) for m in parsed]
+        counts = {int(m.group(2) or 1) for m in parsed}
+        if len(counts) != 1:
+            raise ValueError(f"nodes offer different core counts {sorted(counts)}; perfkit needs uniform nodes")
+        return cls(nodes=len(hosts), cores=counts.pop(), hosts=tuple(hosts), **kwargs)
 
     @classmethod
     def torus(cls, dims: Sequence[int], cores: int, **kwargs: object) -> Topology:

@@ -69,3 +69,25 @@ def test_scotch_node_targets() -> None:
 def test_bad_topologies(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Topology(**kwargs)
+
+
+def test_from_nodelist_as_mpiplace_took_it():
+    topo = Topology.from_nodelist("n001 24, n002 24, n003 24")
+    assert (topo.nodes, topo.cores, topo.hosts) == (3, 24, ("n001", "n002", "n003"))
+    assert Topology.from_nodelist("a:4\nb:4\n").hosts == ("a", "b")
+    with pytest.raises(ValueError, match="different core counts"):
+        Topology.from_nodelist("n001 24, n002 16")
+    with pytest.raises(ValueError, match="each of the 2 nodes"):
+        Topology(nodes=2, cores=4, hosts=("a", "a"))
+
+
+def test_fewer_ranks_than_cores_and_host_names_in_launch_files():
+    from perfkit.placement.strategies import place
+
+    topo = Topology.from_nodelist("n001 24, n002 24, n003 24")
+    rng = np.random.default_rng(0)
+    matrix = rng.integers(0, 100, (50, 50)).astype(float)
+    placement = place(matrix, topo, strategy="scotch")
+    assert placement.node.size == 50
+    text = placement.write("mpt")
+    assert text.split(",")[0].split()[0] in {"n001", "n002", "n003"} and "node000" not in text
