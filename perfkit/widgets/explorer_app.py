@@ -1,0 +1,48 @@
+"""Serve the perfkit explorer in a browser with panel's server.
+
+``python -m perfkit.widgets.explorer_app [FILES_OR_GLOBS ...] [--port 5006]`` reads the profiles
+once and serves one dashboard per browser session; without files it serves the bundled synthetic
+scaling series. ``panel serve perfkit/widgets/explorer_app.py`` serves the bundled series too.
+Panel's server hands out its JavaScript itself, so no internet access is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+import panel as pn
+import xarray as xr
+
+import perfkit
+from perfkit.io.open import expand_paths
+from perfkit.widgets.explorer import explore
+
+#: The bundled synthetic series of a source checkout.
+BUNDLED = str(Path(__file__).resolve().parents[2] / "data" / "synthetic" / "*" / "slt.mpinside")
+
+
+@pn.cache
+def load(paths: tuple[str, ...] = (BUNDLED,)) -> xr.Dataset:
+    """The runs in ``paths`` (files or glob patterns), read once per server process."""
+    return perfkit.open_runs([path for pattern in paths for path in expand_paths(pattern)])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command line entry point: read the runs, then serve the explorer until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m perfkit.widgets.explorer_app", description=__doc__.split("\n")[0])
+    parser.add_argument("paths", nargs="*", help="profile files or glob patterns (default: bundled synthetic series)")
+    parser.add_argument("--port", type=int, default=5006)
+    parser.add_argument("--address", default="127.0.0.1")
+    parser.add_argument("--show", action="store_true", help="open a browser tab")
+    args = parser.parse_args(argv)
+    runs = load(tuple(args.paths) or (BUNDLED,))
+    pn.serve(lambda: explore(runs), port=args.port, address=args.address, show=args.show,
+             title="perfkit explorer", websocket_origin=[f"{args.address}:{args.port}", f"localhost:{args.port}"])
+
+
+if __name__ == "__main__":
+    main()
+elif __name__.startswith("bokeh"):
+    explore(load()).servable(title="perfkit explorer")
