@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import holoviews as hv
 import numpy as np
 import xarray as xr
+from timing import median_seconds
 
 from perfkit.analysis.imbalance import imbalance, rank_values
 from perfkit.analysis.waits import breakdown
@@ -43,16 +41,6 @@ def profile(nranks: int, seed: int = 0) -> xr.Dataset:
     return make_run(prof, ranks=range(nranks), functions=FUNCS, calls=calls, kinds=KINDS,
                     run={"label": "bench", "nprocs": nranks, "ppn": 48, "mode": "slt+collective_wait"})
 
-
-def median_seconds(func: Callable[[], object], repeats: int) -> float:
-    """Median wall time of ``func()`` over ``repeats`` calls after one warm-up call [s]."""
-    func()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def interaction(ds: xr.Dataset, lo: int, hi: int) -> None:

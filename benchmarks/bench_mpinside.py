@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import io
 import json
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from timing import median_seconds
 
 import perfkit
 from perfkit.io.mpinside_writer import write
@@ -41,15 +41,6 @@ def big_run(nranks: int, ncols: int, seed: int = 0):
                     metrics=["time", "bytes_sent", "calls_sent", "bytes_recv", "calls_recv"], run={"label": "b"})
 
 
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def pandas_reference(path: Path) -> None:
     """pandas parsing every table's bytes (header line included) with sep=r"\\s+"."""
     text = path.read_bytes()
@@ -63,8 +54,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = write(big_run(16384, 40), Path(tmp) / "big.txt")
         size_mb = path.stat().st_size / 1e6
-        t_perfkit = best_of(lambda: perfkit.open_profile(path, format="mpinside"), 7)
-        t_pandas = best_of(lambda: pandas_reference(path), 7)
+        t_perfkit = median_seconds(lambda: perfkit.open_profile(path, format="mpinside"), 7)
+        t_pandas = median_seconds(lambda: pandas_reference(path), 7)
         out["read_16384x40"] = {"file_MB": round(size_mb, 1), "perfkit_s": round(t_perfkit, 4),
                                 "pandas_s": round(t_pandas, 4), "ratio": round(t_perfkit / t_pandas, 2)}
         print(f"16,384 ranks x 40 columns, 5 tables ({size_mb:.1f} MB): perfkit {t_perfkit:.3f} s, "

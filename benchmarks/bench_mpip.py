@@ -10,13 +10,12 @@ import argparse
 import io
 import json
 import shutil
-import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+from timing import median_seconds
 
 import perfkit
 from perfkit.io import mpip
@@ -25,16 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted((ROOT / "tests" / "data" / "mpip" / "real").glob("*/*/*.mpiP"))
 RESULTS = ROOT / "benchmarks" / "results" / "mpip.json"
 
-
-def median_seconds(func: Callable[[], object], repeats: int) -> float:
-    """Median wall time of ``func()`` over ``repeats`` calls (one warm-up call first) [s]."""
-    func()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def callsite_time_bytes(path: Path) -> bytes:
