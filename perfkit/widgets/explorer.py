@@ -59,7 +59,7 @@ def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
     _add_tab(tabs, "findings", lambda run, by, metric: findings_view(profiles, run, by, metric),
              state.param.run, state.param.by, state.param.metric)
     if "traffic" in ds:
-        quantity = pn.widgets.Select(name="quantity", options=[str(q) for q in ds["quantity"].values],
+        quantity = pn.widgets.Select(label="quantity", options=[str(q) for q in ds["quantity"].values],
                                      value=str(ds["quantity"].values[0]), width=WIDGET_WIDTH)
         _add_tab(tabs, "traffic", lambda run, q, ranks: traffic_view(ds, run, q, ranks),
                  state.param.run, quantity, state.param.ranks, header=quantity)
@@ -86,12 +86,12 @@ def has_scaling(ds: xr.Dataset) -> bool:
 def _controls(ds: xr.Dataset, state: ExplorerState, runs: list[str],
               bounds: dict[str, tuple[int, int]]) -> list[Any]:
     """The run, metric, grouping and rank widgets, wired to ``state`` (one update per action)."""
-    run_select = pn.widgets.Select(name="run", options=runs, value=state.run, width=WIDGET_WIDTH)
-    metric_select = pn.widgets.Select(name="metric", options=[str(m) for m in ds["metric"].values],
+    run_select = pn.widgets.Select(label="run", options=runs, value=state.run, width=WIDGET_WIDTH)
+    metric_select = pn.widgets.Select(label="metric", options=[str(m) for m in ds["metric"].values],
                                       value=state.metric, width=WIDGET_WIDTH)
-    by_select = pn.widgets.RadioButtonGroup(name="group by", options=list(GROUPINGS), value=state.by)
+    by_select = pn.widgets.RadioButtonGroup(label="group by", options=list(GROUPINGS), value=state.by)
     lo, hi = bounds[state.run]
-    slider = pn.widgets.IntRangeSlider(name="ranks", start=lo, end=max(hi, lo + 1), value=(lo, hi), step=1,
+    slider = pn.widgets.IntRangeSlider(label="ranks", start=lo, end=max(hi, lo + 1), value=(lo, hi), step=1,
                                        sizing_mode="stretch_width")
     syncing = []
 
@@ -143,7 +143,7 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     label = f"{run}: {metric} per rank by {by}"
     return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=label).opts(
         color=by, cmap="Category20", line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
-        legend_position="right", show_grid=True, framewise=True, responsive=True, height=420,
+        legend_position="right", show_grid=True, framewise=True, responsive=True, height=420, padding=(0, 0.05),
         title="{label}", ylabel=ylabel,
     )
 

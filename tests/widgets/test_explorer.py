@@ -1,0 +1,130 @@
+"""perfkit.explore without a browser: layout, callbacks reaching the plot, traffic heatmap, findings."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+import pytest
+import sparse
+import xarray as xr
+from bokeh.models import ColumnDataSource
+
+import perfkit
+from perfkit.model import make_run
+from perfkit.widgets.explorer import block_sum, explore, findings_view, imbalance_table, rank_bands, traffic_view
+from tests.helpers import ROOT, small_run
+
+hv.extension("bokeh")
+
+MPIP = ROOT / "data" / "real" / "mpiP" / "HPCCG-strong" / "16" / "test_HPCCG.16.27942.1.mpiP"
+
+
+@pytest.fixture(scope="module")
+def series() -> xr.Dataset:
+    """Three runs of the bundled synthetic series; 2048/slt has no traffic matrices."""
+    return perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("48", "96", "2048")])
+
+
+def tab_names(layout: pn.Column) -> list[str]:
+    return list(layout.select(pn.Tabs)[0]._names)
+
+
+def widget(layout: pn.Column, kind: type, name: str):
+    return next(w for w in layout.select(kind) if w.label == name)
+
+
+def drawn_ranks(root) -> tuple[float, float]:
+    """Smallest and largest rank drawn by the per-rank view's patches."""
+    xs = np.concatenate([np.ravel(x) for s in root.select({"type": ColumnDataSource}) if "xs" in s.data
+                         for x in s.data["xs"]])
+    return float(xs.min()), float(xs.max())
+
+
+def test_series_layout_has_every_view(series):
+    layout = explore(series)
+    assert tab_names(layout) == ["per rank", "scaling", "findings", "traffic"]
+    assert widget(layout, pn.widgets.Select, "run").options == ["48/slt", "96/slt", "2048/slt"]
+    slider = widget(layout, pn.widgets.IntRangeSlider, "ranks")
+    assert (slider.start, slider.end, slider.value) == (0, 47, (0, 47))
+
+
+def test_single_mpip_run_has_no_scaling_or_traffic():
+    ds = perfkit.open_profile(MPIP)
+    layout = explore(ds)
+    assert tab_names(layout) == ["per rank", "findings"]
+    assert drawn_ranks(layout.get_root()) == (0, 15)
+
+
+def test_callbacks_reach_the_plot(series):
+    layout = explore(series, run="2048/slt")
+    root = layout.get_root()
+    assert drawn_ranks(root) == (0, 2046)  # 2,048 ranks > MAX_POINTS: pairs of ranks, drawn at the first
+    widget(layout, pn.widgets.IntRangeSlider, "ranks").value = (100, 899)
+    low, high = drawn_ranks(root)
+    assert 100 <= low < 110 and 890 < high <= 899
+
+    widget(layout, pn.widgets.Select, "run").value = "96/slt"
+    slider = widget(layout, pn.widgets.IntRangeSlider, "ranks")
+    assert (slider.end, slider.value) == (95, (0, 95))
+    assert drawn_ranks(root) == (0, 95)
+
+    plot = layout.select(pn.pane.HoloViews)[0].object
+    widget(layout, pn.widgets.RadioButtonGroup, "group by").value = "kind"
+    assert set(plot.last.dimension_values("kind", expanded=False)) <= set(perfkit.KINDS)
+    widget(layout, pn.widgets.Select, "metric").value = "calls"
+    assert plot.last.label == "96/slt: calls per rank by kind"
+
+
+def test_rank_bands_stack_to_the_rank_totals(series):
+    bands = rank_bands(series, "48/slt", by="kind")
+    top = max(np.max(p["value"]) for p in bands.split(datatype="columns"))
+    totals = series["profile"].sel(run="48/slt", metric="time").sum("function").dropna("rank")
+    assert top == pytest.approx(float(totals.max()))
+
+
+def test_traffic_heatmap_only_where_traffic_exists(series):
+    image = traffic_view(series, "96/slt", "bytes")
+    assert isinstance(image, hv.Image)
+    total = np.nansum(series["traffic"].sel(run="96/slt", quantity="bytes").data.sum())
+    assert np.nansum(image.dimension_values(2)) == pytest.approx(float(total))
+    assert isinstance(traffic_view(series, "2048/slt", "bytes"), pn.pane.Markdown)
+    windowed = traffic_view(series, "96/slt", "count", ranks=(10, 29))
+    assert windowed.range("sender") == windowed.range("receiver") == (9.5, 29.5)  # cell edges
+
+
+def test_large_sparse_traffic_is_block_summed_without_densifying():
+    n, rng = 60_000, np.random.default_rng(3)
+    senders = rng.integers(0, n, 200_000)
+    coords = np.stack([senders, (senders + rng.integers(1, 50, senders.size)) % n, rng.integers(0, 3, senders.size)])
+    traffic = sparse.COO(coords, rng.uniform(1, 1e6, senders.size), shape=(n, n, 3))
+    ds = make_run(np.ones((n, 1, 6)), ranks=range(n), functions=["Compute"], traffic=traffic,
+                  run={"label": "big", "nprocs": n})
+    assert isinstance(ds["traffic"].data, sparse.COO)
+    image = traffic_view(ds, "big", "time")
+    rows, cols = image.dimension_values(2, flat=False).shape
+    assert rows == cols <= 256
+    expected = traffic.data[traffic.coords[2] == 2].sum()
+    assert np.nansum(image.dimension_values(2)) == pytest.approx(expected)
+    assert "traffic" in tab_names(explore(ds))
+
+
+def test_block_sum():
+    cells, step = block_sum(np.array([0, 9, 9]), np.array([1, 0, 9]), np.array([1.0, 2.0, 3.0]), 10, max_cells=4)
+    assert step == 3 and cells.shape == (4, 4)
+    assert cells[0, 0] == 1 and cells[3, 0] == 2 and cells[3, 3] == 3 and cells.sum() == 6
+
+
+def test_findings_show_a_table(series):
+    view = findings_view(series.drop_vars("traffic"), "96/slt")
+    frame = view.select(pn.pane.DataFrame)[0].object
+    assert len(frame) > 0
+
+
+def test_imbalance_table_fallback():
+    ds = small_run("a", 6, seed=4, traffic=False)
+    table = imbalance_table(ds, "a").set_index("function")
+    time = ds["profile"].sel(run="a", metric="time").to_pandas()
+    assert table.loc["Compute", "max"] == pytest.approx(time["Compute"].max())
+    assert table.loc["Compute", "max_over_mean"] == pytest.approx(time["Compute"].max() / time["Compute"].mean())
+    assert table["max_minus_mean"].is_monotonic_decreasing
