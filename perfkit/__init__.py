@@ -24,6 +24,7 @@ _LAZY = {
     "Topology": "perfkit.placement.topology",
     "place": "perfkit.placement.strategies",
     "explore": "perfkit.widgets.explorer",
+    "setup_notebook": "perfkit.plots.offline",
 }
 
 

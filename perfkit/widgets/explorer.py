@@ -5,9 +5,9 @@ the scaling views (two or more runs with known ``nprocs``), imbalance findings a
 Dataset has ``traffic``, a sender x receiver heatmap. The same layout works in a notebook, in
 Voila and under ``panel serve`` (see :mod:`perfkit.widgets.explorer_app`).
 
-Every user action updates one :class:`ExplorerState`; the per-rank view is a DynamicMap over a
-single patch glyph, so moving the slider or changing run, grouping or metric replaces the data of
-the plot instead of rebuilding it. Tabs other than the first compute only while they are shown.
+The controls and the per-rank view are those of :func:`perfkit.widgets.ranks.rank_explorer`: one
+state changed once per user action, a plot whose data is replaced rather than rebuilt. Tabs other
+than the first compute only while they are shown.
 """
 
 from __future__ import annotations
@@ -20,40 +20,26 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 import panel as pn
-import param
 import sparse
 import xarray as xr
 
+from perfkit.analysis.diagnosis import diagnose
 from perfkit.model import TRAFFIC_DIMS
 from perfkit.plots.profile import rank_table
-from perfkit.widgets.ranks import GROUPINGS
+from perfkit.widgets.ranks import WIDGET_WIDTH, rank_controls, rank_pane, rank_state
 from perfkit.widgets.scaling import scaling_panel
 
 #: Largest side of the traffic heatmap: bigger matrices are summed over square blocks of ranks.
 MAX_CELLS = 256
-#: Widget width of the selectors.
-WIDGET_WIDTH = 220
-
-
-class ExplorerState(param.Parameterized):
-    """What the explorer shows: changed once per user action, watched by every view."""
-
-    run = param.String(default="")
-    metric = param.String(default="time")
-    by = param.Selector(default="function", objects=list(GROUPINGS))
-    ranks = param.Range(default=(0, 0))
 
 
 def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
     """The explorer dashboard for ``ds``: controls on top, one tab per view."""
-    runs = [str(r) for r in ds["run"].values]
-    bounds = rank_bounds(ds)
-    first = run if run is not None else runs[0]
-    state = ExplorerState(run=first, ranks=bounds[first])
-    controls = _controls(ds, state, runs, bounds)
+    state = rank_state(ds, run)
+    controls = rank_controls(ds, state)
     # selecting runs of a sparse traffic cube by a list is slow: views that do not draw traffic go without it
     profiles = ds.drop_vars("traffic", errors="ignore")
-    tabs = pn.Tabs(("per rank", _rank_pane(ds, state)), sizing_mode="stretch_width")
+    tabs = pn.Tabs(("per rank", rank_pane(ds, state)), sizing_mode="stretch_width")
     if has_scaling(ds):
         _add_tab(tabs, "scaling", _once(lambda: scaling_panel(profiles)))
     _add_tab(tabs, "findings", lambda run, by, metric: findings_view(profiles, run, by, metric),
@@ -63,19 +49,9 @@ def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
                                      value=str(ds["quantity"].values[0]), width=WIDGET_WIDTH)
         _add_tab(tabs, "traffic", lambda run, q, ranks: traffic_view(ds, run, q, ranks),
                  state.param.run, quantity, state.param.ranks, header=quantity)
-    title = pn.pane.Markdown(f"### perfkit explorer: {len(runs)} run{'s' * (len(runs) > 1)}")
+    n_runs = ds.sizes["run"]
+    title = pn.pane.Markdown(f"### perfkit explorer: {n_runs} run{'s' * (n_runs > 1)}")
     return pn.Column(title, *controls, tabs, sizing_mode="stretch_width")
-
-
-def rank_bounds(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
-    """First and last rank that exist (have any value) in each run."""
-    exists = ds["profile"].notnull().any(("function", "metric")).transpose("run", "rank").values
-    ranks = ds["rank"].values
-    out = {}
-    for label, row in zip(ds["run"].values, exists):
-        present = ranks[row] if row.any() else ranks
-        out[str(label)] = (int(present.min()), int(present.max()))
-    return out
 
 
 def has_scaling(ds: xr.Dataset) -> bool:
@@ -83,81 +59,12 @@ def has_scaling(ds: xr.Dataset) -> bool:
     return "nprocs" in ds.coords and int(np.isfinite(ds["nprocs"].values.astype(float)).sum()) >= 2
 
 
-def _controls(ds: xr.Dataset, state: ExplorerState, runs: list[str],
-              bounds: dict[str, tuple[int, int]]) -> list[Any]:
-    """The run, metric, grouping and rank widgets, wired to ``state`` (one update per action)."""
-    run_select = pn.widgets.Select(label="run", options=runs, value=state.run, width=WIDGET_WIDTH)
-    metric_select = pn.widgets.Select(label="metric", options=[str(m) for m in ds["metric"].values],
-                                      value=state.metric, width=WIDGET_WIDTH)
-    by_select = pn.widgets.RadioButtonGroup(label="group by", options=list(GROUPINGS), value=state.by)
-    lo, hi = bounds[state.run]
-    slider = pn.widgets.IntRangeSlider(label="ranks", start=lo, end=max(hi, lo + 1), value=(lo, hi), step=1,
-                                       sizing_mode="stretch_width")
-    syncing = []
-
-    def on_run(event: param.parameterized.Event) -> None:
-        lo, hi = bounds[event.new]
-        syncing.append(True)
-        try:
-            slider.param.update(start=lo, end=max(hi, lo + 1), value=(lo, hi))
-        finally:
-            syncing.pop()
-        state.param.update(run=event.new, ranks=(lo, hi))
-
-    def on_ranks(event: param.parameterized.Event) -> None:
-        if not syncing:
-            state.ranks = tuple(event.new)
-
-    run_select.param.watch(on_run, "value")
-    slider.param.watch(on_ranks, "value")
-    metric_select.param.watch(lambda e: setattr(state, "metric", e.new), "value")
-    by_select.param.watch(lambda e: setattr(state, "by", e.new), "value")
-    return [pn.Row(run_select, metric_select, pn.Column(pn.pane.Markdown("group by"), by_select)), slider]
-
-
-def _rank_pane(ds: xr.Dataset, state: ExplorerState) -> pn.pane.HoloViews:
-    """The per-rank view: a DynamicMap of :func:`rank_bands` following ``state``."""
-    def frame(run: str, metric: str, by: str, ranks: tuple[int, int]) -> hv.Polygons:
-        return rank_bands(ds, run, by=by, metric=metric, ranks=ranks)
-
-    stream = hv.streams.Params(state, ["run", "metric", "by", "ranks"])
-    return pn.pane.HoloViews(hv.DynamicMap(frame, streams=[stream]), sizing_mode="stretch_width")
-
-
-def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
-               ranks: tuple[int, int] | None = None) -> hv.Polygons:
-    """The stacked per-rank profile as one polygon per group (one glyph, so groups may change).
-
-    Same numbers as :func:`perfkit.plots.profile.stacked_ranks` (largest group at the bottom).
-    """
-    table = rank_table(ds, run, by=by, metric=metric, ranks=ranks).fillna(0.0)
-    table = table[table.sum().sort_values(ascending=False).index]
-    top = table.to_numpy().cumsum(axis=1)
-    bottom = top - table.to_numpy()
-    x = table.index.to_numpy(dtype=float)
-    outline = np.concatenate([x, x[::-1]])
-    bands = [{"rank": outline, "value": np.concatenate([top[:, i], bottom[::-1, i]]), by: str(name)}
-             for i, name in enumerate(table.columns)]
-    unit = str(ds["units"].sel(metric=metric).item())
-    ylabel = f"{metric} [{unit}]" if unit not in ("", "1") else metric
-    label = f"{run}: {metric} per rank by {by}"
-    return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=label).opts(
-        color=by, cmap="Category20", line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
-        legend_position="right", show_grid=True, framewise=True, responsive=True, height=420, padding=(0, 0.05),
-        title="{label}", ylabel=ylabel,
-    )
-
-
 def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = "time") -> pn.Column:
-    """Findings of :func:`perfkit.diagnose` for ``run``, else an imbalance table per group."""
-    try:
-        from perfkit.analysis.diagnosis import diagnose
-    except ModuleNotFoundError as exc:
-        if exc.name != "perfkit.analysis.diagnosis":
-            raise
-        note = f"Imbalance of {metric} per {by} across the ranks of {run} (largest max - mean first)."
-        return _table(note, imbalance_table(ds, run, by=by, metric=metric))
-    return _table(f"Findings for {run}.", pd.DataFrame(diagnose(ds, run=run)))
+    """Findings of :func:`perfkit.diagnose` for ``run`` (largest first), then the imbalance of ``metric`` per group."""
+    findings = pd.DataFrame(diagnose(ds, run=run))
+    note = f"Imbalance of {metric} per {by} across the ranks of {run} (largest max - mean first)."
+    return pn.Column(*_table(f"Findings for {run} (`perfkit.diagnose`).", findings),
+                     *_table(note, imbalance_table(ds, run, by=by, metric=metric)), sizing_mode="stretch_width")
 
 
 def imbalance_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time") -> pd.DataFrame:
@@ -169,9 +76,9 @@ def imbalance_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: s
     return frame.sort_values("max_minus_mean", ascending=False).rename_axis(by).reset_index()
 
 
-def _table(note: str, frame: pd.DataFrame) -> pn.Column:
-    return pn.Column(pn.pane.Markdown(note), pn.pane.DataFrame(frame, index=False, float_format="{:.4g}".format,
-                                                               sizing_mode="stretch_width"))
+def _table(note: str, frame: pd.DataFrame) -> tuple[pn.pane.Markdown, pn.pane.DataFrame]:
+    return pn.pane.Markdown(note), pn.pane.DataFrame(frame, index=False, float_format="{:.4g}".format,
+                                                     sizing_mode="stretch_width")
 
 
 def traffic_view(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int] | None = None) -> Any:

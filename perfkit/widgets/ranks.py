@@ -1,28 +1,120 @@
-"""A panel explorer of the per-rank profile: run, rank range, grouping and metric selectors."""
+"""The per-rank explorer: run, metric, grouping and rank-range selectors over a stacked per-rank profile.
+
+Every user action updates one :class:`RankState`; the plot is a DynamicMap over a single patch
+glyph, so moving the slider or changing run, grouping or metric replaces the data of the plot
+instead of rebuilding it. :func:`perfkit.explore` builds its dashboard on the same pieces.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import holoviews as hv
+import numpy as np
 import panel as pn
+import param
 import xarray as xr
 
-from perfkit.plots.profile import stacked_ranks
+from perfkit.plots.profile import rank_table
 
 GROUPINGS = ("function", "call", "kind")
+#: Widget width of the selectors [px].
+WIDGET_WIDTH = 220
+
+
+class RankState(param.Parameterized):
+    """What the per-rank view shows: changed once per user action, watched by every view."""
+
+    run = param.String(default="")
+    metric = param.String(default="time")
+    by = param.Selector(default="function", objects=list(GROUPINGS))
+    ranks = param.Range(default=(0, 0))
 
 
 def rank_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Column:
-    """Stacked per-rank area of one run with widgets to pick run, rank range, grouping and metric."""
-    runs = [str(r) for r in ds["run"].values]
+    """Stacked per-rank profile of one run with widgets to pick run, rank range, grouping and metric."""
+    state = rank_state(ds, run)
+    return pn.Column(*rank_controls(ds, state), rank_pane(ds, state), sizing_mode="stretch_width")
+
+
+def rank_state(ds: xr.Dataset, run: str | None = None) -> RankState:
+    """The initial state: ``run`` (default the first) over all its ranks, time by function."""
+    label = run if run is not None else str(ds["run"].values[0])
+    return RankState(run=label, ranks=rank_bounds(ds)[label])
+
+
+def rank_bounds(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
+    """First and last rank that exist (have any value) in each run."""
+    exists = ds["profile"].notnull().any(("function", "metric")).transpose("run", "rank").values
     ranks = ds["rank"].values
-    run_select = pn.widgets.Select(name="run", options=runs, value=run or runs[0])
-    by_select = pn.widgets.RadioButtonGroup(name="group by", options=list(GROUPINGS), value="function")
-    metric_select = pn.widgets.Select(name="metric", options=[str(m) for m in ds["metric"].values], value="time")
-    rank_slider = pn.widgets.IntRangeSlider(name="ranks", start=int(ranks.min()), end=int(ranks.max()),
-                                            value=(int(ranks.min()), int(ranks.max())), step=1)
+    out = {}
+    for label, row in zip(ds["run"].values, exists):
+        present = ranks[row] if row.any() else ranks
+        out[str(label)] = (int(present.min()), int(present.max()))
+    return out
 
-    def view(run: str, by: str, metric: str, rank_range: tuple[int, int]) -> pn.pane.HoloViews:
-        return pn.pane.HoloViews(stacked_ranks(ds, run, by=by, metric=metric, ranks=rank_range))
 
-    plot = pn.bind(view, run_select, by_select, metric_select, rank_slider)
-    controls = pn.Row(run_select, metric_select, by_select)
-    return pn.Column(controls, rank_slider, plot, sizing_mode="stretch_width")
+def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
+    """The run, metric, grouping and rank widgets, wired to ``state`` (one update per action)."""
+    runs = [str(r) for r in ds["run"].values]
+    bounds = rank_bounds(ds)
+    run_select = pn.widgets.Select(label="run", options=runs, value=state.run, width=WIDGET_WIDTH)
+    metric_select = pn.widgets.Select(label="metric", options=[str(m) for m in ds["metric"].values],
+                                      value=state.metric, width=WIDGET_WIDTH)
+    by_select = pn.widgets.RadioButtonGroup(label="group by", options=list(GROUPINGS), value=state.by)
+    lo, hi = bounds[state.run]
+    slider = pn.widgets.IntRangeSlider(label="ranks", start=lo, end=max(hi, lo + 1), value=(lo, hi), step=1,
+                                       sizing_mode="stretch_width")
+    syncing = []
+
+    def on_run(event: param.parameterized.Event) -> None:
+        lo, hi = bounds[event.new]
+        syncing.append(True)
+        try:
+            slider.param.update(start=lo, end=max(hi, lo + 1), value=(lo, hi))
+        finally:
+            syncing.pop()
+        state.param.update(run=event.new, ranks=(lo, hi))
+
+    def on_ranks(event: param.parameterized.Event) -> None:
+        if not syncing:
+            state.ranks = tuple(event.new)
+
+    run_select.param.watch(on_run, "value")
+    slider.param.watch(on_ranks, "value")
+    metric_select.param.watch(lambda e: setattr(state, "metric", e.new), "value")
+    by_select.param.watch(lambda e: setattr(state, "by", e.new), "value")
+    return [pn.Row(run_select, metric_select, pn.Column(pn.pane.Markdown("group by"), by_select)), slider]
+
+
+def rank_pane(ds: xr.Dataset, state: RankState) -> pn.pane.HoloViews:
+    """The per-rank view: a DynamicMap of :func:`rank_bands` following ``state``."""
+    def frame(run: str, metric: str, by: str, ranks: tuple[int, int]) -> hv.Polygons:
+        return rank_bands(ds, run, by=by, metric=metric, ranks=ranks)
+
+    stream = hv.streams.Params(state, ["run", "metric", "by", "ranks"])
+    return pn.pane.HoloViews(hv.DynamicMap(frame, streams=[stream]), sizing_mode="stretch_width")
+
+
+def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
+               ranks: tuple[int, int] | None = None) -> hv.Polygons:
+    """The stacked per-rank profile as one polygon per group (one glyph, so groups may change).
+
+    Same numbers as :func:`perfkit.plots.profile.stacked_ranks` (largest group at the bottom).
+    """
+    table = rank_table(ds, run, by=by, metric=metric, ranks=ranks).fillna(0.0)
+    table = table[table.sum().sort_values(ascending=False).index]
+    top = table.to_numpy().cumsum(axis=1)
+    bottom = top - table.to_numpy()
+    x = table.index.to_numpy(dtype=float)
+    outline = np.concatenate([x, x[::-1]])
+    bands = [{"rank": outline, "value": np.concatenate([top[:, i], bottom[::-1, i]]), by: str(name)}
+             for i, name in enumerate(table.columns)]
+    unit = str(ds["units"].sel(metric=metric).item())
+    ylabel = f"{metric} [{unit}]" if unit not in ("", "1") else metric
+    label = f"{run}: {metric} per rank by {by}"
+    return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=label).opts(
+        color=by, cmap="Category20", line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
+        legend_position="right", show_grid=True, framewise=True, responsive=True, height=420, padding=(0, 0.05),
+        title="{label}", ylabel=ylabel,
+    )

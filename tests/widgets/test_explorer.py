@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import holoviews as hv
 import numpy as np
+import pandas as pd
 import panel as pn
 import pytest
 import sparse
@@ -12,7 +13,7 @@ from bokeh.models import ColumnDataSource
 
 import perfkit
 from perfkit.model import make_run
-from perfkit.widgets.explorer import block_sum, explore, findings_view, imbalance_table, rank_bands, traffic_view
+from perfkit.widgets.explorer import block_sum, explore, findings_view, imbalance_table, traffic_view
 from tests.helpers import ROOT, small_run
 
 hv.extension("bokeh")
@@ -76,13 +77,6 @@ def test_callbacks_reach_the_plot(series):
     assert plot.last.label == "96/slt: calls per rank by kind"
 
 
-def test_rank_bands_stack_to_the_rank_totals(series):
-    bands = rank_bands(series, "48/slt", by="kind")
-    top = max(np.max(p["value"]) for p in bands.split(datatype="columns"))
-    totals = series["profile"].sel(run="48/slt", metric="time").sum("function").dropna("rank")
-    assert top == pytest.approx(float(totals.max()))
-
-
 def test_traffic_heatmap_only_where_traffic_exists(series):
     image = traffic_view(series, "96/slt", "bytes")
     assert isinstance(image, hv.Image)
@@ -116,9 +110,10 @@ def test_block_sum():
 
 
 def test_findings_show_a_table(series):
-    view = findings_view(series.drop_vars("traffic"), "96/slt")
-    frame = view.select(pn.pane.DataFrame)[0].object
-    assert len(frame) > 0
+    profiles = series.drop_vars("traffic")
+    findings, table = (pane.object for pane in findings_view(profiles, "96/slt", by="kind").select(pn.pane.DataFrame))
+    pd.testing.assert_frame_equal(findings, pd.DataFrame(perfkit.diagnose(profiles, run="96/slt")))
+    assert set(table["kind"]) <= set(perfkit.KINDS)
 
 
 def test_imbalance_table_fallback():

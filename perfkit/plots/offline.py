@@ -1,0 +1,38 @@
+"""Notebook set-up under which every plot and widget renders with no internet access.
+
+``hv.extension("bokeh", inline=True)`` and ``pn.extension(inline=True)`` put the JavaScript in the
+notebook, and panel inlines the stylesheets of the objects it displays itself. Plots that holoviews
+displays directly still point their layout and theme stylesheets at panel's CDN; the hook installed
+here swaps those for the copies shipped inside the panel package, whenever panel is in inline mode.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import holoviews as hv
+import panel as pn
+from bokeh.models import ImportedStyleSheet, Model, UIElement
+from panel.io.notebook import patch_inline_stylesheets
+from panel.io.resources import CDN_DIST
+from panel.viewable import Viewable
+
+
+def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
+    """Load the bokeh plotting and panel widget extensions with all resources inline.
+
+    ``comms="ipywidgets"`` is for notebooks served by Voila, where widgets talk through ipywidgets.
+    """
+    hv.extension("bokeh", inline=True)
+    pn.extension(inline=True, comms=comms)
+    if inline_cdn_stylesheets not in Viewable._preprocessing_hooks:
+        Viewable._preprocessing_hooks.append(inline_cdn_stylesheets)
+
+
+def inline_cdn_stylesheets(viewable: Viewable, root: Model) -> None:
+    """Replace stylesheets linked from panel's CDN in ``root``'s models by their inline copies (inline mode only)."""
+    if not pn.config.inline:
+        return
+    for model in root.select({"type": UIElement}):
+        if any(isinstance(sheet, ImportedStyleSheet) and sheet.url.startswith(CDN_DIST) for sheet in model.stylesheets):
+            patch_inline_stylesheets(model)

@@ -1,0 +1,49 @@
+"""The explorer served by Voila (notebooks/explorer.ipynb) in headless Chromium: renders, answers the widgets.
+
+Set ``PERFKIT_UPDATE_SCREENSHOT=1`` to also refresh the README picture ``docs/img/explorer.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from tests.browser.helpers import BIN, REPO, drag_upper_handle, free_port, wait_for_new_picture, wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+#: Voila runs the whole notebook (imports, reading six runs) before the dashboard appears.
+RENDER_TIMEOUT = 150
+README_PICTURE = REPO / "docs" / "img" / "explorer.png"
+
+
+def test_explorer_in_voila(page, serve, artifacts):
+    port = free_port()
+    serve([str(BIN / "voila"), "notebooks/explorer.ipynb", "--no-browser", f"--port={port}",
+           "--Voila.ip=127.0.0.1"], port)
+    page.goto(f"http://127.0.0.1:{port}/", timeout=RENDER_TIMEOUT * 1000)
+
+    plot = page.locator(".bk-Canvas").first
+    plot.wait_for(timeout=RENDER_TIMEOUT * 1000)
+    title = page.locator(".bk-slider-title").filter(has_text="ranks")
+    title.wait_for(timeout=30_000)
+    assert re.search(r"ranks: 0 \.\. 47", title.inner_text()), title.inner_text()
+    first = wait_until(plot.screenshot, 10, "a picture of the plot")
+
+    page.locator("select").first.select_option("384/slt")
+    wait_until(lambda: "0 .. 383" in title.inner_text(), 30, "the rank slider to follow the run")
+    whole_run = wait_for_new_picture(plot, first, 30, "the plot to show run 384/slt")
+    page.screenshot(path=artifacts / "voila-explorer.png")
+    if os.environ.get("PERFKIT_UPDATE_SCREENSHOT"):
+        page.locator(".jp-OutputArea-output").filter(has=plot).first.screenshot(path=README_PICTURE)
+
+    drag_upper_handle(page, page, -600)
+    wait_until(lambda: not title.inner_text().endswith("383"), 10, "the slider to move")
+    wait_for_new_picture(plot, whole_run, 30, "the plot to follow the rank range")
+    page.screenshot(path=artifacts / "voila-explorer-ranks.png")
+    # stylesheets only: Voila's page template links Font Awesome, and panel's widgets rendered through
+    # ipywidgets link their theme CSS; the dashboard works without them (all JavaScript is inline)
+    scripts = [url for url in page.offsite if not url.split("?")[0].endswith(".css")]
+    assert scripts == [], f"the dashboard asked the internet for {scripts}"

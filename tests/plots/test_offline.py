@@ -1,0 +1,49 @@
+"""Notebook set-up for offline rendering: no stylesheet of a displayed plot points at a CDN."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import panel as pn
+import pytest
+from bokeh.document import Document
+from bokeh.models import ImportedStyleSheet, InlineStyleSheet
+from panel.io.resources import CDN_DIST
+from panel.viewable import Viewable
+
+from perfkit.plots.offline import inline_cdn_stylesheets, setup_notebook
+
+
+def linked_sheets(root) -> set[str]:
+    return {sheet.url for model in root.references() for sheet in getattr(model, "stylesheets", None) or []
+            if isinstance(sheet, ImportedStyleSheet) and sheet.url.startswith(CDN_DIST)}
+
+
+def render(obj):
+    """Render as holoviews does for a notebook cell: a panel layout, no stylesheet patching of its own."""
+    return pn.Column(obj)._render_model(Document(), pn.state._comm_manager.get_server_comm())
+
+
+@pytest.fixture
+def inline_mode():
+    before = pn.config.inline
+    setup_notebook()
+    yield
+    pn.config.inline = before
+
+
+def test_setup_installs_the_hook_once(inline_mode):
+    setup_notebook()
+    assert Viewable._preprocessing_hooks.count(inline_cdn_stylesheets) == 1
+    assert pn.config.inline
+
+
+def test_stylesheets_are_inlined_in_inline_mode(inline_mode):
+    root = render(hv.Curve([1, 3, 2]))
+    assert linked_sheets(root) == set()
+    assert any(isinstance(sheet, InlineStyleSheet) for model in root.references()
+               for sheet in getattr(model, "stylesheets", None) or [])
+
+
+def test_links_are_kept_outside_inline_mode(inline_mode):
+    pn.config.inline = False
+    assert linked_sheets(render(hv.Curve([1, 3, 2])))  # panel serve hands these out itself
