@@ -1,0 +1,42 @@
+"""The explorer as an app under ``panel serve`` in headless Chromium: renders offline, answers the widgets."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser.helpers import BIN, drag_upper_handle, free_port, wait_for_new_picture, wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+#: Seconds for the server to read the bundled series and send the first page.
+RENDER_TIMEOUT = 120
+
+
+def test_explorer_under_panel_serve(page, serve, artifacts):
+    port = free_port()
+    serve([str(BIN / "panel"), "serve", "perfkit/widgets/explorer_app.py", f"--port={port}", "--address=127.0.0.1",
+           f"--allow-websocket-origin=127.0.0.1:{port}"], port)
+    page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=RENDER_TIMEOUT * 1000)
+
+    plot = page.locator(".bk-Canvas").first
+    plot.wait_for(timeout=RENDER_TIMEOUT * 1000)
+    title = page.locator(".bk-slider-title").filter(has_text="ranks")
+    assert re.search(r"ranks: 0 \.\. 47", title.inner_text()), title.inner_text()
+    first = wait_until(plot.screenshot, 10, "a picture of the plot")
+
+    page.locator("select").first.select_option("96/slt")
+    wait_until(lambda: "0 .. 95" in title.inner_text(), 30, "the rank slider to follow the run")
+    whole_run = wait_for_new_picture(plot, first, 30, "the plot to show run 96/slt")
+
+    drag_upper_handle(page, page, -600)
+    wait_until(lambda: not title.inner_text().endswith("95"), 10, "the slider to move")
+    wait_for_new_picture(plot, whole_run, 30, "the plot to follow the rank range")
+    page.screenshot(path=artifacts / "panel-serve-explorer.png")
+
+    for tab, shows in (("scaling", ".bk-Canvas"), ("findings", "text=Findings for 96/slt"), ("traffic", ".bk-Canvas")):
+        page.locator(".bk-tab", has_text=re.compile(f"^{tab}$")).click()
+        page.locator(f"{shows} >> visible=true").first.wait_for(timeout=30_000)
+        page.screenshot(path=artifacts / f"panel-serve-{tab}.png")
+    assert page.offsite == [], f"the app asked the internet for {page.offsite}"
