@@ -1,0 +1,90 @@
+"""Explorer interaction speed at 2,048 ranks. Writes ``benchmarks/results/explorer.json``.
+
+An interaction is the server-side callback of one widget change in ``perfkit.explore``, with the
+layout already rendered to bokeh models (as in a notebook, Voila or ``panel serve``): the new data
+is computed and pushed into the existing plot. Timed on the bundled 2,048-rank synthetic run in
+two MPInside modes (``slt`` and ``basic``): moving the rank slider, changing run, changing the
+grouping and the metric (target: under 200 ms each); also the first render, and a run change while
+the findings tab (``perfkit.diagnose``) is shown.
+
+Run: ``python benchmarks/bench_explorer.py [--repeats 7]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+from bokeh.models import ColumnDataSource
+from timing import median_seconds
+
+import perfkit
+from perfkit.widgets.explorer import explore, has_scaling
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "explorer.json"
+RUNS = [ROOT / "data" / "synthetic" / "2048" / f"{mode}.mpinside" for mode in ("slt", "basic")]
+TARGET_MS = 200
+
+
+def widget(layout: pn.Column, kind: type, name: str):
+    return next(w for w in layout.select(kind) if w.label == name)
+
+
+def cycle(target, values) -> Callable[[], None]:
+    """A function that sets ``target.value`` to the next of ``values`` on each call."""
+    values = itertools.cycle(values)
+    return lambda: setattr(target, "value", next(values))
+
+
+def plotted_ranks(root) -> float:
+    """Largest rank drawn in the per-rank view (to check that an interaction reached the plot)."""
+    sources = [s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data]
+    return max(float(np.max(np.concatenate([np.ravel(x) for x in s.data["xs"]]))) for s in sources)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    repeats = parser.parse_args().repeats
+    hv.extension("bokeh", inline=True)
+    runs = perfkit.open_runs(RUNS)
+    start = time.perf_counter()
+    layout = explore(runs)
+    root = layout.get_root()
+    first_render = time.perf_counter() - start
+    slider = widget(layout, pn.widgets.IntRangeSlider, "ranks")
+    run = widget(layout, pn.widgets.Select, "run")
+    by = widget(layout, pn.widgets.RadioButtonGroup, "group by")
+    metric = widget(layout, pn.widgets.Select, "metric")
+    labels = [str(r) for r in runs["run"].values]
+
+    slider.value = (0, 999)
+    assert plotted_ranks(root) <= 999, "the slider did not reach the plot"
+    result = {
+        "ranks": int(runs.sizes["rank"]), "runs": labels, "target_ms": TARGET_MS, "repeats": repeats,
+        "first_render_ms": 1e3 * first_render,
+        "rank_slider_ms": 1e3 * median_seconds(cycle(slider, [(0, 1023), (512, 2047), (100, 1900)]), repeats),
+        "run_change_ms": 1e3 * median_seconds(cycle(run, labels[::-1]), repeats),
+        "grouping_change_ms": 1e3 * median_seconds(cycle(by, ["kind", "call", "function"]), repeats),
+        "metric_change_ms": 1e3 * median_seconds(cycle(metric, ["calls", "time"]), repeats),
+    }
+    tabs = layout.select(pn.Tabs)[0]
+    tabs.active = 2 if has_scaling(runs) else 1  # per rank, [scaling,] findings
+    result["run_change_findings_tab_ms"] = 1e3 * median_seconds(cycle(run, labels), max(3, repeats // 2))
+    result["within_target"] = all(result[k] < TARGET_MS for k in
+                                  ("rank_slider_ms", "run_change_ms", "grouping_change_ms", "metric_change_ms"))
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

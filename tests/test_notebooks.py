@@ -1,0 +1,58 @@
+"""The notebooks as a course: numbered, each with its question, what it teaches, an exercise checked
+in a following cell, real nbval checks, and no stored output beyond those checks' references."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.helpers import ROOT
+from tools.checked_outputs import is_checked, problems
+
+NOTEBOOKS = ROOT / "notebooks"
+COURSE = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def test_the_course_is_numbered_without_gaps():
+    assert [path.name[:2] for path in COURSE] == [f"{i:02d}" for i in range(7)]
+    assert COURSE[-1].name == "06_your_own_data.ipynb"
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name)
+def test_opens_with_its_question_and_what_it_teaches(path):
+    first = read(path).cells[0]
+    assert first.cell_type == "markdown"
+    assert first.source.startswith(f"# {path.name[:2]} · ")
+    assert "**The question this notebook answers:**" in first.source
+    assert "**What you will learn" in first.source
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name)
+def test_has_an_exercise_checked_in_a_following_cell(path):
+    cells = read(path).cells
+    exercises = [i for i, cell in enumerate(cells)
+                 if cell.cell_type == "markdown" and re.search(r"^#+ Exercise", cell.source, re.MULTILINE)]
+    assert exercises, "no exercise heading"
+    for i in exercises:
+        following = [cell for cell in cells[i + 1:i + 4] if cell.cell_type == "code"]
+        assert any(re.search(r"^\s*assert ", cell.source, re.MULTILINE) for cell in following), \
+            f"the exercise at cell {i + 1} is not checked in the cells after it"
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name)
+def test_has_checked_cells_and_ends_with_your_own_files(path):
+    notebook = read(path)
+    assert any(is_checked(cell) for cell in notebook.cells)
+    assert "own files" in "".join(cell.source for cell in notebook.cells[-3:] if cell.cell_type == "markdown").lower()
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_stored_without_outputs_except_check_references(path):
+    assert problems(path) == [], "run: python tools/checked_outputs.py " + str(path.relative_to(ROOT))
