@@ -20,6 +20,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 import panel as pn
+import param
 import sparse
 import xarray as xr
 
@@ -137,11 +138,17 @@ def block_sum(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n: int,
 
 
 def _add_tab(tabs: pn.Tabs, name: str, view: Callable[..., Any], *deps: Any, header: Any = None) -> None:
-    """Append a tab whose ``view(*deps)`` is computed only while the tab is the active one."""
+    """Append a tab whose ``view(*deps)`` is computed only while the tab is the active one.
+
+    While another tab is shown, changes leave the tab's last view untouched (nothing is computed
+    or sent to the browser); showing the tab again brings it up to date.
+    """
     index = len(tabs)
 
     def render(active: int, *values: Any) -> Any:
-        return view(*values) if active == index else pn.pane.Markdown("")
+        if active != index:
+            raise param.Skip
+        return view(*values)
 
     body = pn.panel(pn.bind(render, tabs.param.active, *deps), lazy=True)
     tabs.append((name, pn.Column(header, body) if header is not None else body))

@@ -123,3 +123,24 @@ def test_imbalance_table_fallback():
     assert table.loc["Compute", "max"] == pytest.approx(time["Compute"].max())
     assert table.loc["Compute", "max_over_mean"] == pytest.approx(time["Compute"].max() / time["Compute"].mean())
     assert table["max_minus_mean"].is_monotonic_decreasing
+
+
+def test_hidden_tabs_compute_nothing(series, monkeypatch):
+    from perfkit.widgets import explorer as module
+
+    calls = []
+    monkeypatch.setattr(module, "traffic_view", lambda ds, *args: calls.append(args) or pn.pane.Markdown("traffic"))
+    monkeypatch.setattr(module, "findings_view", lambda ds, *args: calls.append(args) or pn.pane.Markdown("findings"))
+    layout = explore(series)
+    layout.get_root()
+    widget(layout, pn.widgets.IntRangeSlider, "ranks").value = (5, 20)
+    widget(layout, pn.widgets.Select, "run").value = "96/slt"
+    assert calls == []
+    tabs = layout.select(pn.Tabs)[0]
+    tabs.active = tab_names(layout).index("traffic")
+    assert calls == [("96/slt", "bytes", (0, 95))]
+    tabs.active = 0
+    widget(layout, pn.widgets.IntRangeSlider, "ranks").value = (10, 30)
+    assert len(calls) == 1
+    tabs.active = tab_names(layout).index("traffic")
+    assert calls[-1] == ("96/slt", "bytes", (10, 30))
