@@ -15,12 +15,14 @@ time at most), ``share`` (seconds / elapsed) and ``severity`` (high >= 10 % of e
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit.analysis.cube import metric_values, nan_sum
 from perfkit.analysis.imbalance import by_node, imbalance, mpi_share, rank_values, size_summary, slow_ranks
 from perfkit.analysis.waits import breakdown, call_wait_share, wait_split
 
@@ -32,6 +34,18 @@ WAIT_SHARE = 0.5
 SLOW_NODE = 0.05
 #: A rank whose compute exceeds the mean by this much is a slow rank.
 SLOW_RANK = 0.10
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What several finders use, computed once per ``diagnose`` call."""
+
+    elapsed: pd.Series  #: elapsed time per run [s]
+    ranks: pd.Series  #: number of ranks that exist, per run
+    split: xr.Dataset  #: ``wait_split``: transfer and wait time [s] per run, rank and call
+    parts: xr.Dataset  #: ``breakdown``: time [s] per run, rank and kind
+    compute: xr.DataArray  #: compute time [s] per run and rank
+    mpi: pd.DataFrame  #: ``mpi_share``: MPI time [s] and calls per run and call
 
 
 def format_ranks(ranks: Iterable[int], limit: int = 6) -> str:
@@ -51,8 +65,7 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     """Findings for ``run`` (or every run, plus trends across runs), most time at stake first."""
     runs = [run] if run is not None else [str(r) for r in ds["run"].values]
     sub = ds.sel(run=runs)
-    elapsed = _elapsed(sub)
-    context = {"elapsed": elapsed, "parts": breakdown(sub), "split": wait_split(sub)}
+    context = _context(sub)
     rows: list[dict[str, Any]] = []
     for finder in (_wait_findings, _imbalance_findings, _node_findings, _transfer_findings,
                    _share_findings, _size_findings):
@@ -60,83 +73,115 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     if run is None:
         rows += _trend_findings(sub, context)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table["share"] = table["seconds"] / elapsed.sel(run=table["run"].to_numpy()).values
+    table["share"] = table["seconds"] / context.elapsed.loc[table["run"]].to_numpy()
     table["severity"] = np.select([table["category"] == "mpi_share", table["share"] >= HIGH, table["share"] >= MEDIUM],
                                   ["info", "high", "medium"], "low")
     return table.sort_values("seconds", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _elapsed(ds: xr.Dataset) -> xr.DataArray:
+def _context(ds: xr.Dataset) -> _Context:
+    """The shared quantities of ``ds`` (the runs being diagnosed)."""
+    split = wait_split(ds)
+    return _Context(elapsed=_elapsed(ds), ranks=_rank_counts(ds), split=split, parts=breakdown(ds, split),
+                    compute=rank_values(ds), mpi=mpi_share(ds))
+
+
+def _elapsed(ds: xr.Dataset) -> pd.Series:
     """Elapsed time per run [s]: the coordinate, else the largest per-rank total time."""
-    longest = ds["profile"].sel(metric="time").sum("function", skipna=True, min_count=1).max("rank")
-    return ds["elapsed"].where(ds["elapsed"].notnull(), longest).reset_coords(drop=True)
+    longest = np.fmax.reduce(nan_sum(metric_values(ds, "time"), axis=2), axis=1)
+    given = ds["elapsed"].values
+    return pd.Series(np.where(np.isnan(given), longest, given), index=ds["run"].values)
+
+
+def _rank_counts(ds: xr.Dataset) -> pd.Series:
+    """Number of ranks with a time value, per run."""
+    exists = ~np.isnan(metric_values(ds, "time")).all(axis=2)
+    return pd.Series(exists.sum(axis=1), index=ds["run"].values)
 
 
 def _row(run: str, category: str, title: str, text: str, seconds: float) -> dict[str, Any]:
     return {"run": run, "category": category, "title": title, "text": text, "seconds": float(seconds)}
 
 
-def _wait_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, Any]]:
+def _wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """Calls whose time is mostly waiting, with the compute irregularity that explains it."""
-    elapsed = context["elapsed"]
-    share = call_wait_share(ds, context["split"])
-    waits = context["split"]["time"].sel(part="wait")
-    compute = rank_values(ds)
+    share = call_wait_share(ds, context.split)
+    ratio, mean_wait, estimated = (share[name].values for name in ("share", "mean_wait", "estimated"))
+    calls, kinds = share["call"].values, share["wait_kind"].values
+    waits = context.split["time"].sel(part="wait").values
+    compute = context.compute.values
     rows = []
-    for run in map(str, ds["run"].values):
-        one = share.sel(run=run)
-        big = one["mean_wait"] > 0.01 * float(elapsed.sel(run=run))
-        for call in map(str, one["call"].values[(one["share"] >= WAIT_SHARE).values & big.values]):
-            c = one.sel(call=call)
-            kind = str(c["wait_kind"].values)
-            how = "estimated from per-call time above the fastest rank" if bool(c["estimated"]) else "measured"
-            name = "collective wait" if kind == "wait_collective" else "late-sender wait"
-            cause = ("ranks arrive late at the collective" if kind == "wait_collective"
-                     else "the matching sends are posted late")
-            link = _compute_link(waits.sel(run=run, call=call), compute.sel(run=run))
-            text = (f"{100 * float(c['share']):.0f}% of {call} time is {name} ({how}): {cause}, not a network "
-                    f"problem; {float(c['mean_wait']):.3g} s per rank on average.{link}")
-            rows.append(_row(run, kind, f"{call}: {name}", text, float(c["mean_wait"])))
+    for i, run in enumerate(map(str, ds["run"].values)):
+        flagged = (ratio[i] >= WAIT_SHARE) & (mean_wait[i] > 0.01 * context.elapsed[run])
+        for j in np.flatnonzero(flagged):
+            call, kind = str(calls[j]), str(kinds[j])
+            text = (_wait_text(call, kind, ratio[i, j], mean_wait[i, j], bool(estimated[i, j]))
+                    + _compute_link(waits[i, :, j], compute[i]))
+            rows.append(_row(run, kind, f"{call}: {_wait_name(kind)}", text, mean_wait[i, j]))
     return rows
 
 
-def _compute_link(wait: xr.DataArray, work: xr.DataArray) -> str:
+def _wait_name(kind: str) -> str:
+    """What a wait of ``kind`` (``wait_collective`` or ``wait_late_sender``) is called in findings."""
+    return "collective wait" if kind == "wait_collective" else "late-sender wait"
+
+
+def _wait_text(call: str, kind: str, share: float, mean_wait: float, estimated: bool) -> str:
+    """Sentence on a call's wait: its share of the call's time [0-1] and mean per rank [s]."""
+    how = "estimated from per-call time above the fastest rank" if estimated else "measured"
+    cause = ("ranks arrive late at the collective" if kind == "wait_collective"
+             else "the matching sends are posted late")
+    return (f"{100 * float(share):.0f}% of {call} time is {_wait_name(kind)} ({how}): {cause}, not a network "
+            f"problem; {float(mean_wait):.3g} s per rank on average.")
+
+
+def _compute_link(wait: np.ndarray, work: np.ndarray) -> str:
     """Sentence relating a call's per-rank wait to compute time (the load-imbalance inference)."""
-    ok = wait.notnull() & work.notnull()
-    if int(ok.sum()) < 3 or float(wait.where(ok).std()) == 0 or float(work.where(ok).std()) == 0:
+    ok = ~np.isnan(wait) & ~np.isnan(work)
+    if int(ok.sum()) < 3 or not _varies(wait, ok) or not _varies(work, ok):
         return ""
-    r = float(np.corrcoef(wait.where(ok, drop=True), work.where(ok, drop=True))[0, 1])
+    r = float(np.corrcoef(wait[ok], work[ok])[0, 1])
     if r > -0.5:
         return ""
     return (f" Ranks that compute more wait less (correlation {r:.2f}): the waits mirror the compute "
             f"irregularities, i.e. load imbalance.")
 
 
-def _imbalance_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, Any]]:
+def _varies(values: np.ndarray, ok: np.ndarray) -> bool:
+    """Whether ``values`` differ over the ranks in ``ok`` (standard deviation above 0)."""
+    return float(np.nanstd(np.where(ok, values, np.nan))) != 0
+
+
+def _imbalance_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """Compute imbalance: load balance, slow ranks (as ranges) and their excess over the mean."""
     stats = imbalance(ds, by="kind").sel(kind="compute")
+    columns = {name: stats[name].values for name in stats.data_vars}
     rows = []
-    for run in map(str, ds["run"].values):
-        s = stats.sel(run=run)
-        if not np.isfinite(float(s["imbalance_time"])) or float(s["imbalance_time"]) <= 0:
+    for i, run in enumerate(map(str, ds["run"].values)):
+        s = {name: float(values[i]) for name, values in columns.items()}
+        if not np.isfinite(s["imbalance_time"]) or s["imbalance_time"] <= 0:
             continue
-        slow = slow_ranks(ds, run, threshold=SLOW_RANK)
-        text = (f"Compute load balance {float(s['load_balance']):.2f} (mean/max): the busiest rank "
-                f"{int(s['rank_of_max'])} computes {float(s['max']):.3g} s against a mean of {float(s['mean']):.3g} s "
-                f"({100 * (float(s['max_over_mean']) - 1):.0f}% above).")
+        text = (f"Compute load balance {s['load_balance']:.2f} (mean/max): the busiest rank "
+                f"{int(s['rank_of_max'])} computes {s['max']:.3g} s against a mean of {s['mean']:.3g} s "
+                f"({100 * (s['max_over_mean'] - 1):.0f}% above).")
+        slow = slow_ranks(ds, run, threshold=SLOW_RANK, values=context.compute)
         if len(slow):
-            low, high = 100 * slow["excess"].min(), 100 * slow["excess"].max()
-            spread = f"{high:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
-            text += (f" Compute time of ranks {format_ranks(slow['rank'])} is {spread} above the mean "
-                     f"({len(slow)} of {int(ds['profile'].sel(run=run, metric='time').notnull().any('function').sum())}"
-                     " ranks).")
-        rows.append(_row(run, "load_imbalance", "Compute load imbalance", text, float(s["imbalance_time"])))
+            text += _slow_rank_text(slow, int(context.ranks[run]))
+        rows.append(_row(run, "load_imbalance", "Compute load imbalance", text, s["imbalance_time"]))
     return rows
 
 
-def _node_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, Any]]:
+def _slow_rank_text(slow: pd.DataFrame, n_ranks: int) -> str:
+    """Sentence naming the slow ranks (``slow_ranks`` table) of a run of ``n_ranks`` ranks."""
+    low, high = 100 * slow["excess"].min(), 100 * slow["excess"].max()
+    spread = f"{high:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
+    return (f" Compute time of ranks {format_ranks(slow['rank'])} is {spread} above the mean "
+            f"({len(slow)} of {n_ranks} ranks).")
+
+
+def _node_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """Nodes whose every rank is slow (a slow node rather than slow ranks)."""
-    nodes = by_node(ds)
+    nodes = by_node(ds, values=context.compute)
     slow = nodes[(nodes["floor_excess"] > SLOW_NODE) & (nodes["n_ranks"] > 1)]
     rows = []
     for rec in slow.itertuples():
@@ -149,31 +194,30 @@ def _node_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, An
     return rows
 
 
-def _transfer_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, Any]]:
+def _transfer_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """Transfer time: the most a perfect interconnect could remove."""
-    parts = context["parts"]
-    transfer = parts["time"].sel(kind="transfer")
+    transfer = context.parts["time"].sel(kind="transfer").values
+    estimated, ranks = context.parts["estimated"].values, context.parts["rank"].values
     rows = []
-    for run in map(str, ds["run"].values):
-        t = transfer.sel(run=run)
-        if not np.isfinite(float(t.max())) or float(t.max()) <= 0:
+    for i, run in enumerate(map(str, ds["run"].values)):
+        t = transfer[i]
+        most = float(np.fmax.reduce(t))
+        if not np.isfinite(most) or most <= 0:
             continue
-        how = " (waits partly estimated)" if bool(parts["estimated"].sel(run=run)) else ""
-        text = (f"Data transfer (including MPI overhead) takes {float(t.mean()):.3g} s per rank on average "
-                f"(at most {float(t.max()):.3g} s, rank {int(t.idxmax())}){how}: a perfect interconnect would "
+        how = " (waits partly estimated)" if estimated[i] else ""
+        text = (f"Data transfer (including MPI overhead) takes {float(np.nanmean(t)):.3g} s per rank on average "
+                f"(at most {most:.3g} s, rank {int(ranks[np.nanargmax(t)])}){how}: a perfect interconnect would "
                 f"remove at most that; waits would remain.")
-        rows.append(_row(run, "transfer", "Network transfer time", text, float(t.min())))
+        rows.append(_row(run, "transfer", "Network transfer time", text, np.fmin.reduce(t)))
     return rows
 
 
-def _share_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, Any]]:
+def _share_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """MPI share of the time and which calls dominate it (Allreduce/Bcast dominance)."""
-    table = mpi_share(ds)
-    ranks = ds["profile"].sel(metric="time").notnull().any("function").sum("rank").to_pandas()
     rows = []
-    for run, calls in table.groupby("run", sort=False):
+    for run, calls in context.mpi.groupby("run", sort=False):
         top = calls.head(2)
-        mpi_time = calls["time"].sum() / ranks[run]
+        mpi_time = calls["time"].sum() / context.ranks[run]
         names = " and ".join(f"{c} ({100 * s:.0f}%)" for c, s in zip(top["call"], top["time_share"]))
         text = (f"MPI takes {100 * calls['elapsed_share'].sum():.0f}% of the time ({mpi_time:.3g} s per rank); "
                 f"{names} account for {100 * top['time_share'].sum():.0f}% of it.")
@@ -184,31 +228,30 @@ def _share_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, A
     return rows
 
 
-def _size_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, Any]]:
+def _size_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """Small messages: latency-bound traffic."""
     sizes = size_summary(ds)
     if sizes.empty:
         return []
-    ranks = ds["profile"].sel(metric="time").notnull().any("function").sum("rank").to_pandas()
     rows = []
     for run, table in sizes.groupby("run", sort=False):
         small = (table["small_share"] * table["messages"]).sum() / table["messages"].sum()
         if small < 0.5:
             continue
         text = (f"{100 * small:.0f}% of the {int(table['messages'].sum()):,} messages are below 1 KiB: "
-                f"latency, not bandwidth, sets their cost; {table['small_time'].sum() / ranks[run]:.3g} s per "
+                f"latency, not bandwidth, sets their cost; {table['small_time'].sum() / context.ranks[run]:.3g} s per "
                 "rank is spent in calls with small messages (waits included).")
-        transfer = float(context["parts"]["time"].sel(run=run, kind="transfer").mean())
+        transfer = float(context.parts["time"].sel(run=run, kind="transfer").mean())
         rows.append(_row(str(run), "small_messages", "Small messages", text, transfer * small))
     return rows
 
 
-def _trend_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, Any]]:
+def _trend_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """Communication share rising with the process count across runs."""
     nprocs = ds["nprocs"].to_pandas()
     if nprocs.nunique() < 2:
         return []
-    table = mpi_share(ds).groupby("run")["elapsed_share"].sum()
+    table = context.mpi.groupby("run")["elapsed_share"].sum()
     runs = pd.DataFrame({"nprocs": nprocs, "share": table}).dropna()
     if runs["nprocs"].nunique() < 2:
         return []
@@ -219,5 +262,5 @@ def _trend_findings(ds: xr.Dataset, context: dict[str, Any]) -> list[dict[str, A
     steps = ", ".join(f"{100 * s:.0f}% at {int(n)}" for n, s in per_n.items())
     text = (f"The MPI share of the time rises with scale: {steps} ranks. Communication and waiting, not "
             "compute, limit strong scaling beyond the smaller runs.")
-    seconds = float(per_n.iloc[-1] - per_n.iloc[0]) * float(context["elapsed"].sel(run=last))
+    seconds = float(per_n.iloc[-1] - per_n.iloc[0]) * float(context.elapsed[last])
     return [_row(str(last), "scaling", "Communication share rises with scale", text, seconds)]

@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit.analysis.cube import group_sum, metric_values, nan_sum, run_coords, zero_nan
+
 Group = Literal["function", "kind", "call"]
 #: Robust z-score above which a rank is an outlier (Iglewicz and Hoaglin).
 Z_OUTLIER = 3.5
@@ -43,13 +45,14 @@ def grouped(ds: xr.Dataset, by: Group = "function", metric: str = "time") -> xr.
     Absent ranks (NaN everywhere in a run) stay NaN; an existing rank without a value for a group
     that the run has is 0.
     """
-    values = ds["profile"].sel(metric=metric)
+    values = ds["profile"].sel(metric=metric).transpose("run", "rank", "function")
     if by != "function":
-        values = values.groupby(by).sum(skipna=True, min_count=1)
-    values = values.transpose("run", "rank", by)
-    rank_exists = values.notnull().any(by)
-    group_exists = values.notnull().any("rank")
-    return values.where(values.notnull() | ~(rank_exists & group_exists), 0.0)
+        groups, sums = group_sum(values.values, ds[by].values)
+        coords = {name: var for name, var in values.coords.variables.items() if "function" not in var.dims}
+        values = xr.DataArray(sums, dims=("run", "rank", by), coords={**coords, by: groups}, name=values.name)
+    present = ~np.isnan(values.values)
+    missing = ~present & present.any(axis=2, keepdims=True) & present.any(axis=1, keepdims=True)
+    return values.copy(data=np.where(missing, 0.0, values.values))
 
 
 def imbalance(ds: xr.Dataset, by: Group = "function", metric: str = "time") -> xr.Dataset:
@@ -64,26 +67,31 @@ def imbalance(ds: xr.Dataset, by: Group = "function", metric: str = "time") -> x
 
 def _stats(values: xr.DataArray, unit: str) -> xr.Dataset:
     """The imbalance statistics of ``values`` (run, rank, group) over ``rank``."""
-    vmax = values.max("rank", skipna=True)
-    vmean = values.mean("rank", skipna=True)
-    vmin = values.min("rank", skipna=True)
-    filled = values.fillna(-np.inf).transpose(..., "rank")
-    where_max = filled.argmax("rank")
-    rank_of_max = xr.DataArray(values["rank"].values[where_max.values], dims=where_max.dims,
-                               coords=where_max.coords).where(vmax.notnull())
-    positive = vmax > 0
-    out = xr.Dataset({
-        "max": vmax, "mean": vmean, "min": vmin, "rank_of_max": rank_of_max,
-        "max_over_mean": (vmax / vmean).where(vmean > 0),
-        "percent_imbalance": (100.0 * (vmax - vmean) / vmax).where(positive),
-        "imbalance_time": vmax - vmean,
-        "load_balance": (vmean / vmax).where(positive),
-    })
-    for name in ("max", "mean", "min", "imbalance_time"):
-        out[name].attrs["units"] = unit
-    out["percent_imbalance"].attrs["units"] = "%"
-    out["load_balance"].attrs["description"] = "POP load-balance efficiency, mean / max"
-    return out
+    data, axis = values.values, values.get_axis_num("rank")
+    present = ~np.isnan(data)
+    vmax, vmin = np.fmax.reduce(data, axis=axis), np.fmin.reduce(data, axis=axis)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vmean = np.sum(np.where(present, data, 0.0), axis=axis) / present.sum(axis=axis)
+        stats = {
+            "max": vmax, "mean": vmean, "min": vmin,
+            "rank_of_max": _rank_of_max(values["rank"].values, data, axis, vmax),
+            "max_over_mean": np.where(vmean > 0, vmax / vmean, np.nan),
+            "percent_imbalance": np.where(vmax > 0, 100.0 * (vmax - vmean) / vmax, np.nan),
+            "imbalance_time": vmax - vmean,
+            "load_balance": np.where(vmax > 0, vmean / vmax, np.nan),
+        }
+    attrs = {**{name: {"units": unit} for name in ("max", "mean", "min", "imbalance_time")},
+             "percent_imbalance": {"units": "%"},
+             "load_balance": {"description": "POP load-balance efficiency, mean / max"}}
+    dims = tuple(dim for dim in values.dims if dim != "rank")
+    coords = {name: var for name, var in values.coords.variables.items() if "rank" not in var.dims}
+    return xr.Dataset({name: (dims, stat, attrs.get(name, {})) for name, stat in stats.items()}, coords=coords)
+
+
+def _rank_of_max(ranks: np.ndarray, data: np.ndarray, axis: int, vmax: np.ndarray) -> np.ndarray:
+    """Rank holding the largest value along ``axis`` (the first one on ties); NaN where all are NaN."""
+    where_max = np.argmax(np.where(np.isnan(data), -np.inf, data), axis=axis)
+    return np.where(np.isnan(vmax), np.nan, ranks[where_max])
 
 
 def _unit(ds: xr.Dataset, metric: str) -> str:
@@ -128,12 +136,14 @@ def outlier_ranks(ds: xr.Dataset, *, by: Group = "kind", group: str = "compute",
 
 
 def slow_ranks(ds: xr.Dataset, run: str, *, threshold: float = 0.10, by: Group = "kind",
-               group: str = "compute", metric: str = "time") -> pd.DataFrame:
+               group: str = "compute", metric: str = "time", values: xr.DataArray | None = None) -> pd.DataFrame:
     """Ranks of ``run`` whose ``group`` total exceeds the mean by more than ``threshold``.
 
-    Columns rank, value, excess (value / mean - 1), most loaded first.
+    Columns rank, value, excess (value / mean - 1), most loaded first. ``values`` is
+    ``rank_values(ds, by, group, metric)`` when already computed.
     """
-    values = rank_values(ds, by, group, metric).sel(run=run).dropna("rank")
+    values = rank_values(ds, by, group, metric) if values is None else values
+    values = values.sel(run=run).dropna("rank")
     excess = values / values.mean() - 1.0
     table = pd.DataFrame({"rank": values["rank"].values, "value": values.values, "excess": excess.values})
     return table[table["excess"] > threshold].sort_values("excess", ascending=False).reset_index(drop=True)
@@ -147,13 +157,15 @@ def node_of(ds: xr.Dataset, mapping: Mapping[int, int] | Sequence[int] | None = 
         nodes = lookup.reindex(ranks).fillna(-1).to_numpy(dtype=np.int64)
         return xr.DataArray(np.broadcast_to(nodes, (ds.sizes["run"], ranks.size)).copy(),
                             dims=("run", "rank"), coords={"run": ds["run"], "rank": ranks})
-    ppn = ds["ppn"].fillna(0).astype(int)
-    rank = xr.DataArray(ranks, dims="rank", coords={"rank": ranks})
-    return xr.where(ppn > 0, rank // ppn.where(ppn > 0, 1), -1)
+    ppn = np.nan_to_num(ds["ppn"].values, nan=0.0).astype(int)[:, None]
+    nodes = np.where(ppn > 0, ranks // np.where(ppn > 0, ppn, 1), -1)
+    return xr.DataArray(nodes, dims=("run", "rank"), coords={**run_coords(ds), "rank": ds.variables["rank"]},
+                        name="node")
 
 
 def by_node(ds: xr.Dataset, *, nodes: Mapping[int, int] | Sequence[int] | None = None,
-            by: Group = "kind", group: str = "compute", metric: str = "time") -> pd.DataFrame:
+            by: Group = "kind", group: str = "compute", metric: str = "time",
+            values: xr.DataArray | None = None) -> pd.DataFrame:
     """Per-node statistics of one group's per-rank totals (default compute time [s]).
 
     One row per (run, node): first_rank, last_rank, n_ranks, mean, min, max, ``excess`` (node mean
@@ -161,17 +173,21 @@ def by_node(ds: xr.Dataset, *, nodes: Mapping[int, int] | Sequence[int] | None =
     with two nodes, over the smaller minimum).
     A node whose *fastest* rank is still slow (high ``floor_excess``) is uniformly slow: a slow
     node, not a few slow ranks on it. Nodes come from ``rank // ppn`` or ``nodes`` (rank -> node).
+    ``values`` is ``rank_values(ds, by, group, metric)`` when already computed.
     """
-    values = rank_values(ds, by, group, metric)
-    both = xr.Dataset({"value": values, "node": node_of(ds, nodes)}).reset_coords(drop=True)
-    frame = both.to_dataframe().reset_index()
+    values = rank_values(ds, by, group, metric) if values is None else values
+    runs, ranks = values["run"].values, values["rank"].values
+    # rows rank-major, as before: pandas' group means depend on the row order in their last bits
+    frame = pd.DataFrame({"run": np.tile(runs, ranks.size), "rank": np.repeat(ranks, runs.size),
+                          "value": values.transpose("rank", "run").values.ravel(),
+                          "node": node_of(ds, nodes).transpose("rank", "run").values.ravel()})
     frame = frame[frame["value"].notnull() & (frame["node"] >= 0)]
-    frame["run_mean"] = frame.groupby("run")["value"].transform("mean")
-    table = frame.groupby(["run", "node"]).agg(first_rank=("rank", "min"), last_rank=("rank", "max"),
-                                                n_ranks=("rank", "size"), mean=("value", "mean"),
-                                                min=("value", "min"), max=("value", "max"),
-                                                run_mean=("run_mean", "first")).reset_index()
-    table["excess"] = table["mean"] / table.pop("run_mean") - 1.0
+    run_mean = frame.groupby("run")["value"].mean()
+    per_node = frame.groupby(["run", "node"])
+    rank, value = per_node["rank"], per_node["value"]
+    table = pd.DataFrame({"first_rank": rank.min(), "last_rank": rank.max(), "n_ranks": rank.size(),
+                          "mean": value.mean(), "min": value.min(), "max": value.max()}).reset_index()
+    table["excess"] = table["mean"] / run_mean.reindex(table["run"]).to_numpy() - 1.0
     typical = table.groupby("run")["min"].transform(lambda m: m.median() if len(m) > 2 else m.min())
     table["floor_excess"] = table["min"] / typical - 1.0
     return table
@@ -185,22 +201,34 @@ def mpi_share(ds: xr.Dataset) -> pd.DataFrame:
     MPI time), ``call_share`` (of all MPI calls), ``elapsed_share`` (time / total time of all
     functions on all ranks), ``mean_bytes`` per call. Sorted by run, then time.
     """
-    mpi = ds["call"].str.startswith("MPI_") & (ds["call"] != "MPI_Init")
-    prof = ds["profile"]
-    total = prof.sel(metric="time").sum(["rank", "function"], skipna=True)
-    per_call = prof.where(mpi, drop=True).groupby("call").sum(["rank", "function"], skipna=True, min_count=1)
-    per_call = per_call.drop_vars([c for c in per_call.coords if c not in per_call.dims])
-    frame = per_call.to_dataset("metric").to_dataframe().reset_index()
+    names, per_call = _mpi_totals(ds)
+    runs = ds["run"].values
+    frame = pd.DataFrame({"run": np.repeat(runs, names.size), "call": np.tile(names, runs.size),
+                          **{metric: per_call[..., i].ravel() for i, metric in enumerate(ds["metric"].values)}})
     frame = frame.rename(columns={"time": "time_s"})
+    total = np.sum(zero_nan(metric_values(ds, "time")), axis=(1, 2))
     frame["bytes"] = frame["bytes_sent"].fillna(0) + frame["bytes_recv"].fillna(0)
     frame["calls"] = frame["calls"].fillna(frame["calls_sent"].fillna(0) + frame["calls_recv"].fillna(0))
     frame["time_share"] = frame["time_s"] / frame.groupby("run")["time_s"].transform("sum")
     frame["call_share"] = frame["calls"] / frame.groupby("run")["calls"].transform("sum")
-    frame["elapsed_share"] = frame["time_s"] / total.sel(run=frame["run"].to_numpy()).values
+    frame["elapsed_share"] = frame["time_s"] / np.repeat(total, names.size)
     frame["mean_bytes"] = frame["bytes"] / frame["calls"].where(frame["calls"] > 0)
     columns = ["run", "call", "time_s", "calls", "bytes", "time_share", "call_share", "elapsed_share", "mean_bytes"]
     return frame[columns].rename(columns={"time_s": "time"}).sort_values(
         ["run", "time"], ascending=[True, False]).reset_index(drop=True)
+
+
+def _mpi_totals(ds: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """MPI calls (sorted, without MPI_Init) and each one's totals over ranks, (run, call, metric).
+
+    A total is NaN where the call has no value on any rank of the run.
+    """
+    call_of = ds["call"].values.astype(str)
+    mpi = np.char.startswith(call_of, "MPI_") & (call_of != "MPI_Init")
+    profile = ds.variables["profile"].transpose("run", "rank", "function", "metric").values[:, :, mpi]
+    names, inverse = np.unique(call_of[mpi], return_inverse=True)
+    totals = [nan_sum(profile[:, :, inverse == i], axis=(1, 2)) for i in range(names.size)]
+    return names, np.stack(totals, axis=1)
 
 
 def size_summary(ds: xr.Dataset, small: float = SMALL_MESSAGE) -> pd.DataFrame:

@@ -31,6 +31,9 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from perfkit.analysis.cube import group_min, group_sum, metric_values, nan_sum, run_coords, zero_nan
+from perfkit.model import KINDS
+
 #: MPI calls whose waiting is collective (all ranks wait for the last to arrive).
 COLLECTIVES = frozenset({
     "MPI_Allreduce", "MPI_Bcast", "MPI_Barrier", "MPI_Reduce", "MPI_Alltoall", "MPI_Alltoallv",
@@ -51,9 +54,9 @@ SCALASCA_NAMES = {
 }
 
 
-def _mpi_calls(ds: xr.Dataset) -> xr.DataArray:
+def _mpi_calls(ds: xr.Dataset) -> np.ndarray:
     """Boolean mask on ``function``: MPI communication (transfer or wait kind)."""
-    return ds["kind"].isin(("transfer", *WAIT_KINDS))
+    return np.isin(ds["kind"].values, ("transfer", *WAIT_KINDS))
 
 
 def wait_split(ds: xr.Dataset) -> xr.Dataset:
@@ -63,85 +66,102 @@ def wait_split(ds: xr.Dataset) -> xr.Dataset:
     ``estimated`` (run, call): True where the wait is estimated, and the ``wait_kind`` coordinate on
     ``call`` ("wait_collective" or "wait_late_sender").
     """
-    comm = ds.sel(function=_mpi_calls(ds))
-    time = comm["profile"].sel(metric="time", drop=True)
-    is_wait = comm["kind"].isin(WAIT_KINDS)
-    transfer = time.where(~is_wait).groupby("call").sum(skipna=True, min_count=1)
-    waited = time.where(is_wait).groupby("call").sum(skipna=True, min_count=1)
-    calls = comm["profile"].sel(metric="calls", drop=True).where(~is_wait).groupby("call").sum(
-        skipna=True, min_count=1)
-    shortest = _shortest_call(comm, is_wait)
-    measured = waited.notnull().any("rank")
-    estimable = transfer["call"].isin(sorted(COLLECTIVES | RECEIVES))
-    several = transfer.notnull().sum("rank") > 1
-    guess = _estimate(transfer, calls, shortest).where(estimable & several, 0.0)
-    wait = xr.where(measured, waited.fillna(0.0), guess).where(transfer.notnull() | waited.notnull())
-    moved = xr.where(measured, transfer.fillna(0.0), transfer - guess).where(wait.notnull())
-    out = xr.concat([moved, wait], dim=xr.DataArray(list(PARTS), dims="part", name="part"))
-    wait_kind = np.where(np.isin(out["call"].values, list(COLLECTIVES)), "wait_collective", "wait_late_sender")
-    estimated = (~measured & estimable & (guess > 0).any("rank")).transpose("run", "call")
-    result = xr.Dataset({"time": out.transpose("run", "rank", "call", "part"), "estimated": estimated})
-    result = result.assign_coords(wait_kind=("call", wait_kind))
-    result["time"].attrs["units"] = "s"
-    return result
+    comm = _mpi_calls(ds)
+    call_of = ds["call"].values[comm]
+    is_wait = np.isin(ds["kind"].values[comm], WAIT_KINDS)
+    time = metric_values(ds, "time")[..., comm]
+    calls, transfer = group_sum(np.where(is_wait, np.nan, time), call_of)
+    waited = group_sum(np.where(is_wait, time, np.nan), call_of)[1]
+    counts = group_sum(np.where(is_wait, np.nan, metric_values(ds, "calls")[..., comm]), call_of)[1]
+    collective = np.isin(calls, sorted(COLLECTIVES))
+    measured = ~np.isnan(waited).all(axis=1)
+    estimable = np.isin(calls, sorted(COLLECTIVES | RECEIVES))
+    several = (~np.isnan(transfer)).sum(axis=1) > 1
+    shortest = _shortest_call(ds, comm, is_wait, call_of)
+    guess = np.where((estimable & several)[:, None], _estimate(transfer, counts, shortest, collective), 0.0)
+    moved, wait = _parts(transfer, waited, guess, measured)
+    return xr.Dataset({
+        "time": (("run", "rank", "call", "part"), _by_part(moved, wait), {"units": "s"}),
+        "estimated": (("run", "call"), ~measured & estimable & (guess > 0).any(axis=1)),
+    }, coords={**run_coords(ds), "rank": ds.variables["rank"], "call": calls, "part": list(PARTS),
+               "wait_kind": ("call", np.where(collective, "wait_collective", "wait_late_sender"))})
 
 
-def _shortest_call(comm: xr.Dataset, is_wait: xr.DataArray) -> xr.DataArray | None:
+def _parts(transfer: np.ndarray, waited: np.ndarray, guess: np.ndarray,
+           measured: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Transfer and wait time [s] per (run, rank, call) from the call's transfer and wait columns.
+
+    Where the run has wait columns for the call (``measured``, per (run, call)) they are the wait;
+    elsewhere ``guess`` (the estimated wait) is moved from the transfer time to the wait.
+    """
+    wait = np.where(measured[:, None], zero_nan(waited), guess)
+    wait = np.where(np.isnan(transfer) & np.isnan(waited), np.nan, wait)
+    moved = np.where(measured[:, None], zero_nan(transfer), transfer - guess)
+    return np.where(np.isnan(wait), np.nan, moved), wait
+
+
+def _by_part(moved: np.ndarray, wait: np.ndarray) -> np.ndarray:
+    """``moved`` and ``wait`` (run, rank, call) as one array (run, rank, call, part).
+
+    Stored part- then call-major with ranks contiguous, so that sums over ranks (``call_wait_share``)
+    add in numpy's pairwise order, as they did when xarray built this array.
+    """
+    return np.ascontiguousarray(np.stack([moved, wait]).transpose(0, 3, 1, 2)).transpose(2, 3, 1, 0)
+
+
+def _shortest_call(ds: xr.Dataset, comm: np.ndarray, is_wait: np.ndarray, call_of: np.ndarray) -> np.ndarray | None:
     """Shortest single call per (run, call) over ranks [s] from a ``time_min`` metric, if any."""
-    if "time_min" not in comm["metric"].values:
+    if "time_min" not in ds["metric"].values:
         return None
-    fastest = comm["profile"].sel(metric="time_min", drop=True).where(~is_wait)
-    return fastest.groupby("call").min(skipna=True).min("rank", skipna=True)
+    fastest = np.where(is_wait, np.nan, metric_values(ds, "time_min")[..., comm])
+    return np.fmin.reduce(group_min(fastest, call_of)[1], axis=1)
 
 
-def _estimate(transfer: xr.DataArray, calls: xr.DataArray, shortest: xr.DataArray | None) -> xr.DataArray:
-    """Time above the fastest per-call time [s] (per rank total), the estimated wait."""
-    has_calls = ((calls > 0) | transfer.isnull()).all("rank")
-    per_call = transfer / calls.where(calls > 0)
-    floor = per_call.min("rank", skipna=True)
+def _estimate(transfer: np.ndarray, calls: np.ndarray, shortest: np.ndarray | None,
+              collective: np.ndarray) -> np.ndarray:
+    """Time above the fastest per-call time [s] (per rank total), the estimated wait, (run, rank, call).
+
+    ``transfer`` and ``calls`` are per (run, rank, call), ``shortest`` per (run, call), ``collective``
+    per call.
+    """
+    has_calls = ((calls > 0) | np.isnan(transfer)).all(axis=1)
+    per_call = transfer / np.where(calls > 0, calls, np.nan)
+    floor = np.fmin.reduce(per_call, axis=1)
     if shortest is not None:
-        collective = transfer["call"].isin(sorted(COLLECTIVES))
-        floor = xr.where(collective, np.fmin(floor, shortest), floor)
-    above_per_call = (per_call - floor) * calls
-    above_total = transfer - transfer.min("rank", skipna=True)
-    usable = has_calls & per_call.notnull().any("rank")
-    return xr.where(usable, above_per_call, above_total).fillna(0.0).clip(min=0.0)
+        floor = np.where(collective, np.fmin(floor, shortest), floor)
+    above_per_call = (per_call - floor[:, None]) * calls
+    above_total = transfer - np.fmin.reduce(transfer, axis=1)[:, None]
+    usable = has_calls & ~np.isnan(per_call).all(axis=1)
+    return np.clip(zero_nan(np.where(usable[:, None], above_per_call, above_total)), 0.0, None)
 
 
-def breakdown(ds: xr.Dataset) -> xr.Dataset:
+def breakdown(ds: xr.Dataset, split: xr.Dataset | None = None) -> xr.Dataset:
     """Each rank's time [s] per kind (compute, transfer, waits, io, other), dims (run, rank, kind).
 
     Returns a Dataset with ``time`` (run, rank, kind), ``total`` (run, rank) and ``estimated``
     (run): True where some wait of the run is estimated rather than measured (see ``wait_split``).
-    Absent ranks are NaN.
+    Absent ranks are NaN. ``split`` is ``wait_split(ds)`` when already computed.
     """
-    split = wait_split(ds)
-    plain = ds["profile"].sel(metric="time", drop=True).where(~_mpi_calls(ds))
-    by_kind = plain.groupby("kind").sum(skipna=True, min_count=1)
-    transfer = split["time"].sel(part="transfer").sum("call", skipna=True, min_count=1)
-    waits = split["time"].sel(part="wait").groupby("wait_kind").sum(skipna=True, min_count=1)
-    parts = [by_kind.sel(kind=k, drop=True) if k in by_kind["kind"] else None for k in ("compute", "io", "other")]
-    pieces = {"compute": parts[0], "transfer": transfer, "io": parts[1], "other": parts[2]}
-    for kind in WAIT_KINDS:
-        pieces[kind] = waits.sel(wait_kind=kind, drop=True) if kind in waits["wait_kind"] else None
-    exists = ds["profile"].sel(metric="time", drop=True).notnull().any("function")
-    order = ("compute", "transfer", "wait_late_sender", "wait_collective", "io", "other")
-    stacked = xr.concat([_on_ranks(pieces[k], exists) for k in order],
-                        dim=xr.DataArray(list(order), dims="kind", name="kind"))
-    stacked = stacked.transpose("run", "rank", "kind")
-    result = xr.Dataset({"time": stacked, "total": stacked.sum("kind", skipna=True).where(exists),
-                         "estimated": split["estimated"].any("call").reset_coords(drop=True)})
-    result = result.assign_coords({name: ds[name] for name in ds.coords if ds[name].dims == ("run",)})
-    result["time"].attrs["units"] = "s"
-    result["total"].attrs["units"] = "s"
-    return result
+    split = wait_split(ds) if split is None else split
+    time = metric_values(ds, "time")
+    kinds = ds["kind"].values
+    moved, waited = (split["time"].sel(part=part).values for part in PARTS)
+    wait_kind = split["wait_kind"].values
+    pieces = {kind: _sum_of(time, kinds == kind) for kind in ("compute", "io", "other")}
+    pieces["transfer"] = np.nansum(moved, axis=-1)
+    pieces.update({kind: _sum_of(waited, wait_kind == kind) for kind in WAIT_KINDS})
+    exists = ~np.isnan(time).all(axis=-1)
+    stacked = np.where(exists[..., None], np.stack([pieces[kind] for kind in KINDS], axis=-1), np.nan)
+    return xr.Dataset({
+        "time": (("run", "rank", "kind"), stacked, {"units": "s"}),
+        "total": (("run", "rank"), np.where(exists, np.nansum(stacked, axis=-1), np.nan), {"units": "s"}),
+        "estimated": ("run", split["estimated"].values.any(axis=1)),
+    }, coords={**run_coords(ds), "rank": ds.variables["rank"], "kind": list(KINDS)})
 
 
-def _on_ranks(part: xr.DataArray | None, exists: xr.DataArray) -> xr.DataArray:
-    """``part`` with 0 for existing ranks without a value (or an all-zero array when None)."""
-    if part is None:
-        return xr.zeros_like(exists, dtype=float).where(exists).reset_coords(drop=True)
-    return part.fillna(0.0).where(exists).reset_coords(drop=True)
+def _sum_of(values: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Sum over the selected ``columns`` of the last axis, ignoring NaN (0 when none is selected)."""
+    return np.nansum(values[..., columns], axis=-1)
 
 
 def call_wait_share(ds: xr.Dataset, split: xr.Dataset | None = None) -> xr.Dataset:
@@ -151,12 +171,17 @@ def call_wait_share(ds: xr.Dataset, split: xr.Dataset | None = None) -> xr.Datas
     ``split`` is ``wait_split(ds)`` when already computed.
     """
     split = wait_split(ds) if split is None else split
-    totals = split["time"].sum("rank", skipna=True, min_count=1)
-    ranks = split["time"].sel(part="wait").notnull().sum("rank")
-    wait, transfer = totals.sel(part="wait", drop=True), totals.sel(part="transfer", drop=True)
-    share = (wait / (wait + transfer)).where(wait + transfer > 0)
-    return xr.Dataset({"wait": wait, "transfer": transfer, "share": share,
-                       "mean_wait": (wait / ranks.where(ranks > 0)), "estimated": split["estimated"]})
+    moved, waited = (split["time"].sel(part=part).values for part in PARTS)
+    transfer, wait = nan_sum(moved, axis=1), nan_sum(waited, axis=1)
+    ranks = (~np.isnan(waited)).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(wait + transfer > 0, wait / (wait + transfer), np.nan)
+        mean_wait = wait / np.where(ranks > 0, ranks, np.nan)
+    dims, seconds = ("run", "call"), {"units": "s"}
+    coords = {name: var for name, var in split.coords.variables.items() if set(var.dims) <= set(dims)}
+    return xr.Dataset({"wait": (dims, wait, seconds), "transfer": (dims, transfer, seconds), "share": (dims, share),
+                       "mean_wait": (dims, mean_wait, seconds), "estimated": split["estimated"].variable},
+                      coords=coords)
 
 
 def merge_wait_modes(slt: xr.Dataset, collective: xr.Dataset) -> xr.Dataset:

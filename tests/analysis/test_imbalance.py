@@ -121,6 +121,12 @@ def test_mpi_share_sums_to_one(two):
     assert share.loc[share["run"] == "a", "call"].iloc[0] == "MPI_Bcast"
 
 
+def test_mpi_share_with_object_labels(two):
+    """Labels read back from a store are object arrays, not fixed-width strings."""
+    stored = two.assign_coords(call=("function", two["call"].values.astype(object)))
+    assert mpi_share(stored).equals(mpi_share(two))
+
+
 @pytest.fixture(scope="module")
 def slt_series() -> xr.Dataset:
     return perfkit.open_runs(str(SYNTH / "*" / "slt.mpinside"))
