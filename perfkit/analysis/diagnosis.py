@@ -62,9 +62,12 @@ def format_ranks(ranks: Iterable[int], limit: int = 6) -> str:
 
 
 def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
-    """Findings for ``run`` (or every run, plus trends across runs), most time at stake first."""
+    """Findings for ``run`` (or every run, plus trends across runs), most time at stake first.
+
+    The runs diagnosed are read into memory (a lazy, dask-backed cube included), without ``traffic``.
+    """
     runs = [run] if run is not None else [str(r) for r in ds["run"].values]
-    sub = ds.sel(run=runs)
+    sub = ds.drop_vars("traffic", errors="ignore").sel(run=runs).load()
     context = _context(sub)
     rows: list[dict[str, Any]] = []
     for finder in (_wait_findings, _imbalance_findings, _node_findings, _transfer_findings,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import perfkit
@@ -96,3 +97,11 @@ def test_real_mpip(app, top_call):
     biggest = found[found["run"] == ds["run"].values[-1]]
     assert f"{top_call} (" in biggest.loc[biggest["category"] == "mpi_share", "text"].item()
     assert (found["category"] == "scaling").any()
+
+
+def test_lazy_cube_gives_the_same_findings(n96, tmp_path):
+    perfkit.save(n96, tmp_path / "n96.zarr")
+    lazy = perfkit.load(tmp_path / "n96.zarr", chunks={"rank": 32})
+    assert lazy["profile"].chunks is not None
+    label = str(n96["run"].values[0])
+    pd.testing.assert_frame_equal(diagnose(lazy, run=label), diagnose(n96, run=label))
