@@ -1,5 +1,5 @@
 """The notebooks as a course: numbered, each with its question, what it teaches, an exercise checked
-in a following cell, real nbval checks, and no stored output beyond those checks' references."""
+in a following cell and nbval-checked cells; stored without outputs, their references in step."""
 
 from __future__ import annotations
 
@@ -54,5 +54,5 @@ def test_has_checked_cells_and_ends_with_your_own_files(path):
 
 
 @pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
-def test_stored_without_outputs_except_check_references(path):
+def test_stored_without_outputs_with_references_in_step(path):
     assert problems(path) == [], "run: python tools/checked_outputs.py " + str(path.relative_to(ROOT))

@@ -1,19 +1,21 @@
-"""Keep the notebooks free of outputs except the reference outputs of the cells nbval checks.
+"""Reference outputs of the notebook cells nbval checks, kept beside the notebooks, which stay output-free.
 
-A code cell whose source starts with ``# NBVAL_CHECK_OUTPUT`` is compared by nbval against the output
-stored in the notebook; a cell stored without a run is not compared at all. This tool runs each notebook
-(in its own directory, on the bundled data), keeps the text outputs of the checked cells as references
-and removes every other output, execution count and widget state.
+nbval compares a cell marked ``# NBVAL_CHECK_OUTPUT`` with the output stored in the notebook, and does
+not compare a cell stored without a run. The notebooks are committed without outputs, so their checked
+cells' reference outputs live in ``notebooks/references/<notebook>.json`` (by cell id); the notebooks'
+``conftest.py`` puts them into the cells nbval collects.
 
-    python tools/checked_outputs.py notebooks/*.ipynb           # refresh the references
-    python tools/checked_outputs.py --check notebooks/*.ipynb   # fail if a notebook is not in that state
+    python tools/checked_outputs.py notebooks/00_tour.ipynb     # run it; store its references; strip it
+    python tools/checked_outputs.py --check notebooks/*.ipynb   # report notebooks and references out of step
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
@@ -29,59 +31,76 @@ def is_checked(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code" and cell.source.lstrip().startswith(MARKER)
 
 
-def reference_outputs(outputs: list[nbformat.NotebookNode]) -> list[nbformat.NotebookNode]:
+def references_path(notebook: Path) -> Path:
+    return notebook.parent / "references" / f"{notebook.stem}.json"
+
+
+def read_references(notebook: Path) -> dict[str, dict[str, Any]]:
+    """Reference outputs by cell id: ``{"execution_count": n, "outputs": [...]}``; empty if none are stored."""
+    path = references_path(notebook)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def reference_outputs(outputs: list[nbformat.NotebookNode]) -> list[dict[str, Any]]:
     """Text results and streams of a checked cell, without metadata."""
     kept = []
     for output in outputs:
         if output.output_type == "stream":
-            kept.append(output)
+            kept.append(dict(output))
         elif output.output_type in ("execute_result", "display_data"):
             data = {key: value for key, value in output.data.items() if key in KEPT_DATA}
             if data:
-                output.data, output.metadata = data, {}
-                kept.append(output)
+                kept.append(dict(output, data=data, metadata={}))
         else:
             raise ValueError(f"checked cell produced {output.output_type}: {output.get('ename', '')}")
     return kept
 
 
 def refresh(path: Path) -> None:
-    """Run ``path`` and store it with only the checked cells' reference outputs."""
+    """Run ``path``, store its checked cells' outputs as references and the notebook without outputs."""
     notebook = nbformat.read(path, as_version=4)
     NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
-    count = 0
+    checked = [cell for cell in notebook.cells if is_checked(cell)]
+    references = {cell.id: {"execution_count": number, "outputs": reference_outputs(cell.outputs)}
+                  for number, cell in enumerate(checked, 1)}
+    target = references_path(path)
+    if references:
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(json.dumps(references, indent=1, ensure_ascii=False) + "\n")
+    else:
+        target.unlink(missing_ok=True)
     for cell in notebook.cells:
-        if cell.cell_type != "code":
-            continue
-        if is_checked(cell):
-            count += 1
-            cell.outputs, cell.execution_count = reference_outputs(cell.outputs), count
-        else:
+        if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-        cell.metadata.pop("execution", None)
+            cell.metadata.pop("execution", None)
     notebook.metadata.pop("widgets", None)
     nbformat.write(notebook, path)
 
 
 def problems(path: Path) -> list[str]:
-    """What keeps ``path`` from the stored state: unchecked outputs, checked cells without a reference."""
+    """What is out of step: stored outputs, checked cells without a reference, references to no checked cell."""
     notebook = nbformat.read(path, as_version=4)
+    references = read_references(path)
     found = ["widget state in the notebook metadata"] if "widgets" in notebook.metadata else []
+    checked = set()
     for number, cell in enumerate(notebook.cells, 1):
         if cell.cell_type != "code":
             continue
-        if is_checked(cell) and (not cell.outputs or cell.execution_count is None):
-            found.append(f"cell {number}: checked but has no reference output")
-        if not is_checked(cell) and (cell.outputs or cell.execution_count is not None):
-            found.append(f"cell {number}: output stored in a cell that is not checked")
+        if cell.outputs or cell.execution_count is not None:
+            found.append(f"cell {number}: stored with outputs")
+        if is_checked(cell):
+            checked.add(cell.id)
+            if not references.get(cell.id, {}).get("outputs"):
+                found.append(f"cell {number}: checked but {references_path(path).name} has no reference for it")
+    found += [f"reference for cell id {key}, which is no checked cell" for key in sorted(set(references) - checked)]
     return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
-    parser.add_argument("--check", action="store_true", help="only report notebooks that need a refresh")
+    parser.add_argument("--check", action="store_true", help="only report what is out of step")
     args = parser.parse_args(argv)
     failed = False
     for path in args.notebooks:
