@@ -29,6 +29,8 @@ class RankState(param.Parameterized):
     metric = param.String(default="time")
     by = param.Selector(default="function", objects=list(GROUPINGS))
     ranks = param.Range(default=(0, 0))
+    #: First and last rank of each run (:func:`rank_bounds`), where the rank range resets on a run change.
+    bounds = param.Dict(default={}, constant=True)
 
 
 def rank_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Column:
@@ -40,7 +42,8 @@ def rank_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Column:
 def rank_state(ds: xr.Dataset, run: str | None = None) -> RankState:
     """The initial state: ``run`` (default the first) over all its ranks, time by function."""
     label = run if run is not None else str(ds["run"].values[0])
-    return RankState(run=label, ranks=rank_bounds(ds)[label])
+    bounds = rank_bounds(ds)
+    return RankState(run=label, ranks=bounds[label], bounds=bounds)
 
 
 def rank_bounds(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
@@ -57,7 +60,7 @@ def rank_bounds(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
 def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
     """The run, metric, grouping and rank widgets, wired to ``state`` (one update per action)."""
     runs = [str(r) for r in ds["run"].values]
-    bounds = rank_bounds(ds)
+    bounds = state.bounds
     run_select = pn.widgets.Select(label="run", options=runs, value=state.run, width=WIDGET_WIDTH)
     metric_select = pn.widgets.Select(label="metric", options=[str(m) for m in ds["metric"].values],
                                       value=state.metric, width=WIDGET_WIDTH)
