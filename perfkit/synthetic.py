@@ -123,11 +123,12 @@ class Layout:
     faces: np.ndarray       # (6,) indices of the face directions
     level: np.ndarray       # (rank, 26) network level of the link
     halo: np.ndarray        # (rank, 26) halo message bytes (0 where no neighbour)
+    node_of: np.ndarray     # (rank,) node each rank runs on
 
     @property
     def nodes(self) -> int:
-        """Number of nodes (the last one may be partly filled)."""
-        return -(-self.nprocs // self.ppn)
+        """Number of nodes: one past the highest node used (with block placement the last may be partly filled)."""
+        return int(self.node_of.max()) + 1
 
 
 @dataclass
@@ -195,8 +196,30 @@ def process_grid(nprocs: int, mesh: Sequence[int]) -> tuple[int, int, int]:
     return best[1]
 
 
-def build_layout(nprocs: int, ppn: int, model: CrashModel) -> Layout:
-    """Blocks, 26-neighbourhood, link levels and halo sizes of ``nprocs`` ranks (x fastest)."""
+def block_placement(nprocs: int, ppn: int) -> np.ndarray:
+    """Default rank-to-node map: rank r on node ``r // ppn``."""
+    return np.arange(nprocs) // ppn
+
+
+def check_placement(node_of: Any, nprocs: int, ppn: int) -> np.ndarray:
+    """``node_of`` as an int64 array after checking it: ``nprocs`` integers >= 0, at most ``ppn`` per node."""
+    arr = np.asarray(node_of)
+    if arr.shape != (nprocs,):
+        raise ValueError(f"node_of must be a 1D array of {nprocs} node numbers, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu" or arr.min() < 0:
+        raise ValueError("node_of must hold integers >= 0")
+    busiest = int(np.bincount(arr).max())
+    if busiest > ppn:
+        raise ValueError(f"node_of puts {busiest} ranks on one node; at most ppn={ppn} fit")
+    return arr.astype(np.int64)
+
+
+def build_layout(nprocs: int, ppn: int, model: CrashModel, node_of: np.ndarray | None = None) -> Layout:
+    """Blocks, 26-neighbourhood, link levels and halo sizes of ``nprocs`` ranks (x fastest).
+
+    ``node_of`` maps rank to node (default: ``block_placement``); it sets the link levels.
+    """
+    node_of = block_placement(nprocs, ppn) if node_of is None else check_placement(node_of, nprocs, ppn)
     grid = process_grid(nprocs, model.mesh)
     ranks = np.arange(nprocs)
     coord = np.stack([ranks % grid[0], (ranks // grid[0]) % grid[1], ranks // (grid[0] * grid[1])], axis=1)
@@ -212,13 +235,16 @@ def build_layout(nprocs: int, ppn: int, model: CrashModel) -> Layout:
     nb = np.where(valid, other[..., 0] + grid[0] * (other[..., 1] + grid[1] * other[..., 2]), -1)
     shared = np.prod(np.where(dirs[None, :, :] == 0, ext[:, None, :], 1), axis=2)
     halo = np.where(valid, shared * model.halo_bytes_per_element, 0)
-    return Layout(nprocs, ppn, grid, lo, hi, np.prod(ext, axis=1), nb, opp, faces,
-                  link_level(ranks[:, None], np.where(valid, nb, ranks[:, None]), ppn, model.network), halo)
+    level = link_level(ranks[:, None], np.where(valid, nb, ranks[:, None]), node_of, model.network)
+    return Layout(nprocs, ppn, grid, lo, hi, np.prod(ext, axis=1), nb, opp, faces, level, halo, node_of)
 
 
-def link_level(a: np.ndarray, b: np.ndarray, ppn: int, network: Network) -> np.ndarray:
-    """Network level between ranks ``a`` and ``b``: 0 same node, 1 same leaf switch, 2 otherwise."""
-    node_a, node_b = a // ppn, b // ppn
+def link_level(a: np.ndarray, b: np.ndarray, node_of: np.ndarray, network: Network) -> np.ndarray:
+    """Network level between ranks ``a`` and ``b`` placed by ``node_of``: 0 same node, 1 same leaf switch, 2 otherwise.
+
+    Leaf switch s holds nodes ``s * nodes_per_switch`` .. ``(s + 1) * nodes_per_switch - 1``.
+    """
+    node_a, node_b = node_of[a], node_of[b]
     same_switch = node_a // network.nodes_per_switch == node_b // network.nodes_per_switch
     return np.where(node_a == node_b, 0, np.where(same_switch, 1, 2))
 
@@ -228,11 +254,15 @@ def transfer_time(nbytes: np.ndarray, level: np.ndarray, network: Network) -> np
     return np.asarray(network.latency)[level] + nbytes / np.asarray(network.bandwidth)[level]
 
 
-def collective_time(nbytes: int, nprocs: int, ppn: int, network: Network) -> float:
-    """Tree collective [s]: ceil(log2 P) rounds, round k between ranks 2**k apart."""
-    rounds = int(np.ceil(np.log2(nprocs)))
+def collective_time(nbytes: int, node_of: np.ndarray, network: Network) -> float:
+    """Tree collective [s]: ceil(log2 P) rounds, round k at the level between ranks 0 and 2**k under ``node_of``.
+
+    Every round is charged the link of rank 0's partner, a simple stand-in for the slowest pair of
+    the round (with block placement all pairs 2**k apart share that level up to node-boundary effects).
+    """
+    rounds = int(np.ceil(np.log2(node_of.size)))
     distance = 2 ** np.arange(rounds)
-    return float(np.sum(transfer_time(np.full(rounds, float(nbytes)), link_level(0, distance, ppn, network),
+    return float(np.sum(transfer_time(np.full(rounds, float(nbytes)), link_level(0, distance, node_of, network),
                                       network)))
 
 
@@ -254,10 +284,10 @@ def contact_elements(layout: Layout, model: CrashModel, steps: int) -> np.ndarra
 
 
 def rank_speed(layout: Layout, model: CrashModel, slow_node: int | None) -> np.ndarray:
-    """Per-rank slowdown factor (1 everywhere but on the slow node)."""
+    """Per-rank slowdown factor (1 everywhere but on the ranks placed on the slow node)."""
     slow = np.ones(layout.nprocs)
     if slow_node is not None:
-        slow[np.arange(layout.nprocs) // layout.ppn == slow_node] = model.slow_node_factor
+        slow[layout.node_of == slow_node] = model.slow_node_factor
     return slow
 
 
@@ -315,8 +345,8 @@ def simulate_steps(layout: Layout, model: CrashModel, compute: np.ndarray, sizes
     f_valid = f_nb >= 0
     f_src = np.where(f_valid, f_nb, 0)
     face_pos = np.searchsorted(layout.faces, f_opp)
-    t_bcast = scale * collective_time(model.bcast_bytes, n, layout.ppn, net) + ovh.collective
-    t_allreduce = scale * collective_time(model.allreduce_bytes, n, layout.ppn, net) + ovh.collective
+    t_bcast = scale * collective_time(model.bcast_bytes, layout.node_of, net) + ovh.collective
+    t_allreduce = scale * collective_time(model.allreduce_bytes, layout.node_of, net) + ovh.collective
     acc = {k: np.zeros(n) for k in ("compute", "waitall", "waitall_wait", "send", "recv", "recv_wait",
                                     "bcast", "bcast_wait", "allreduce", "allreduce_wait")}
     halo_time = np.zeros((n, 26))
@@ -380,14 +410,19 @@ def _collective(t: np.ndarray, cost: float, total: np.ndarray, wait: np.ndarray)
     return np.full_like(t, last + cost)
 
 
-def simulate(nprocs: int, *, ppn: int = 24, seed: int = 0, steps: int = 300,
-             model: CrashModel | None = None) -> Simulation:
-    """Simulate ``steps`` steps on ``nprocs`` ranks, measured and with a perfect interconnect."""
+def simulate(nprocs: int, *, ppn: int = 24, seed: int = 0, steps: int = 300, model: CrashModel | None = None,
+             node_of: np.ndarray | None = None) -> Simulation:
+    """Simulate ``steps`` steps on ``nprocs`` ranks, measured and with a perfect interconnect.
+
+    ``node_of`` places rank r on node ``node_of[r]`` (default: block, ``r // ppn``; at most ``ppn``
+    ranks per node). The slow node is a physical node (drawn from 0 .. max(node_of)): the ranks placed
+    on it compute slower. The seed draws the same noise for every placement with the same number of nodes.
+    """
     if nprocs < 2:
         raise ValueError("the synthetic model needs at least 2 ranks")
     model = model or CrashModel()
     rng = np.random.default_rng([seed, nprocs])
-    layout = build_layout(nprocs, ppn, model)
+    layout = build_layout(nprocs, ppn, model, node_of)
     slow_node = int(rng.integers(layout.nodes)) if model.slow_node_factor != 1.0 else None
     contact = contact_elements(layout, model, steps)
     compute = noisy_compute(expected_compute(layout, model, contact, rank_speed(layout, model, slow_node)),
@@ -568,7 +603,7 @@ def truth(sim: Simulation) -> dict[str, Any]:
         },
         "slow_node": None if sim.slow_node is None else {
             "node": sim.slow_node, "factor": m.slow_node_factor,
-            "ranks": [int(r) for r in np.flatnonzero(np.arange(lay.nprocs) // lay.ppn == sim.slow_node)]},
+            "ranks": [int(r) for r in np.flatnonzero(lay.node_of == sim.slow_node)]},
         "contact": _contact_truth(sim),
         "compute": _r(sim.measured.compute),
         "split": {"measured": _split(sim.measured), "perfect": _split(sim.perfect)},
@@ -609,10 +644,10 @@ def _r(x: Any) -> Any:
 
 
 def generate_run(nprocs: int, mode: str, *, ppn: int = 24, seed: int = 0, steps: int = 300,
-                 model: CrashModel | None = None, matrices: bool = True,
-                 sizes: bool = True) -> tuple[xr.Dataset, dict[str, Any]]:
-    """One synthetic run in MPInside ``mode`` and its ground truth (see ``truth``)."""
-    sim = simulate(nprocs, ppn=ppn, seed=seed, steps=steps, model=model)
+                 model: CrashModel | None = None, matrices: bool = True, sizes: bool = True,
+                 node_of: np.ndarray | None = None) -> tuple[xr.Dataset, dict[str, Any]]:
+    """One synthetic run in MPInside ``mode`` and its ground truth (see ``truth``); ``node_of`` as in ``simulate``."""
+    sim = simulate(nprocs, ppn=ppn, seed=seed, steps=steps, model=model, node_of=node_of)
     return to_dataset(sim, mode, matrices=matrices, sizes=sizes), truth(sim)
 
 

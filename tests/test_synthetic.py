@@ -170,3 +170,25 @@ def test_bundled_data_is_what_the_generator_writes(tmp_path, nprocs):
     assert made == sorted(p.name for p in folder.iterdir())
     for name in made:
         assert (tmp_path / str(nprocs) / name).read_bytes() == (folder / name).read_bytes(), name
+
+
+def test_block_node_of_equals_the_default():
+    default = synthetic.simulate(48, seed=2, steps=10)
+    explicit = synthetic.simulate(48, seed=2, steps=10, node_of=np.arange(48) // 24)
+    assert explicit.measured.elapsed == default.measured.elapsed
+    np.testing.assert_array_equal(explicit.layout.level, default.layout.level)
+    assert synthetic.truth(explicit) == synthetic.truth(default)
+
+
+def test_slow_node_follows_the_placement():
+    node_of = np.arange(48) % 2
+    sim = synthetic.simulate(48, seed=2, steps=10, node_of=node_of)
+    assert synthetic.truth(sim)["slow_node"]["ranks"] == np.flatnonzero(node_of == sim.slow_node).tolist()
+    plus_x = sim.layout.nb[:, 21]  # direction (1, 0, 0): rank r + 1, on the other node
+    assert np.all(sim.layout.level[plus_x >= 0, 21] == 1)
+
+
+@pytest.mark.parametrize("node_of", [np.zeros(47, int), np.full(48, -1), np.full(48, 0.5), np.zeros(48, int)])
+def test_bad_node_of_is_rejected(node_of):
+    with pytest.raises(ValueError, match="node_of"):
+        synthetic.simulate(48, steps=2, node_of=node_of)
