@@ -25,8 +25,8 @@ import sparse
 import xarray as xr
 
 from perfkit.analysis.diagnosis import diagnose
+from perfkit.analysis.imbalance import imbalance
 from perfkit.model import TRAFFIC_DIMS
-from perfkit.plots.profile import rank_table
 from perfkit.widgets.ranks import WIDGET_WIDTH, rank_controls, rank_pane, rank_state
 from perfkit.widgets.scaling import scaling_panel
 
@@ -69,11 +69,14 @@ def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = 
 
 
 def imbalance_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time") -> pd.DataFrame:
-    """Max, mean and max / mean over the ranks of ``run`` per group, largest ``max - mean`` first."""
-    table = rank_table(ds, run, by=by, metric=metric, max_points=ds.sizes["rank"]).fillna(0.0)
-    frame = pd.DataFrame({"max": table.max(), "mean": table.mean(), "rank_of_max": table.idxmax()})
-    frame["max_over_mean"] = frame["max"] / frame["mean"].where(frame["mean"] > 0)
-    frame["max_minus_mean"] = frame["max"] - frame["mean"]
+    """Max, mean and max / mean over the ranks of ``run`` per group, largest ``max - mean`` first.
+
+    The numbers of :func:`perfkit.imbalance`; groups without a value in the run are left out.
+    """
+    stats = imbalance(ds.sel(run=[run]), by=by, metric=metric).isel(run=0, drop=True)
+    frame = stats[["max", "mean", "rank_of_max", "max_over_mean", "imbalance_time"]].to_pandas()
+    frame = frame.rename(columns={"imbalance_time": "max_minus_mean"}).dropna(subset=["max"])
+    frame["rank_of_max"] = frame["rank_of_max"].astype("int64")
     return frame.sort_values("max_minus_mean", ascending=False).rename_axis(by).reset_index()
 
 

@@ -116,7 +116,7 @@ def test_findings_show_a_table(series):
     assert set(table["kind"]) <= set(perfkit.KINDS)
 
 
-def test_imbalance_table_fallback():
+def test_imbalance_table_is_the_imbalance_of_the_run():
     ds = small_run("a", 6, seed=4, traffic=False)
     table = imbalance_table(ds, "a").set_index("function")
     time = ds["profile"].sel(run="a", metric="time").to_pandas()
