@@ -1,0 +1,40 @@
+"""mpiP fixes of issue 12: ``-e`` rounding tolerance, concise reports (what they state, what is
+unavailable), duplicate concise/verbose reports of one run, ``mpip_*`` attrs when combining."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perfkit.io import mpip
+from perfkit.model import read_warnings, validate
+from tests.io.test_mpip import write_report
+
+
+def _tiny_mean_site(count: int, mean_ms: float) -> list[dict]:
+    return [{"id": 1, "op": "Allreduce", "parent": "main", "file": "a.c", "line": 3, "rows": {0: (count, mean_ms, 0)}}]
+
+
+def test_fixed_point_report_tolerates_count_times_rounding(tmp_path: Path):
+    # 3,000 calls of 0.0004 ms: the -e report prints the mean as 0.000 and the site total as 1.200 ms
+    path = write_report(tmp_path / "e.mpiP", 1, _tiny_mean_site(3000, 0.0004), fixed=True)
+    assert "0.000" in path.read_text() and "1.200" in path.read_text()
+    ds = validate(mpip.read(path, label="e"))
+    assert not [w for w in read_warnings(ds) if "Aggregate Time" in w]
+
+
+def test_fixed_point_report_still_flags_a_real_disagreement(tmp_path: Path):
+    path = write_report(tmp_path / "e.mpiP", 1, _tiny_mean_site(3000, 0.0004), fixed=True)
+    path.write_text(path.read_text().replace("     1.200", "     9.200"))
+    assert any("Aggregate Time of site 1" in w for w in read_warnings(mpip.read(path, label="e")))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sites=st.lists(st.tuples(st.integers(1, 20_000), st.floats(1e-5, 0.05)), min_size=1, max_size=4))
+def test_fixed_point_reports_agree_with_themselves(tmp_path: Path, sites):
+    rows = [{"id": i + 1, "op": "Allreduce", "parent": "main", "file": "a.c", "line": 3, "rows": {0: (*site, 0)}}
+            for i, site in enumerate(sites)]
+    path = write_report(tmp_path / "e.mpiP", 1, rows, fixed=True)
+    assert read_warnings(mpip.read(path, label="e")) == []
