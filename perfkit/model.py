@@ -359,7 +359,11 @@ def _run_coord(datasets: Sequence[xr.Dataset], name: str) -> np.ndarray:
 
 
 def _common_attrs(datasets: Sequence[xr.Dataset]) -> dict[str, Any]:
-    """Attributes that every run holding them holds with the same value."""
+    """Attributes that every dataset holds, all with the same value.
+
+    An attribute only some runs carry (e.g. an mpiP report's ``mpip_command`` beside an IPM run)
+    describes those runs, not the combination, so it is left out.
+    """
     out: dict[str, Any] = {}
     conflicting: set[str] = set()
     for d in datasets:
@@ -367,7 +371,8 @@ def _common_attrs(datasets: Sequence[xr.Dataset]) -> dict[str, Any]:
             if key in out and not np.array_equal(np.asarray(out[key], dtype=object), np.asarray(value, dtype=object)):
                 conflicting.add(key)
             out.setdefault(key, value)
-    return {k: v for k, v in out.items() if k not in conflicting}
+    partial = {key for key in out if any(key not in d.attrs for d in datasets)}
+    return {k: v for k, v in out.items() if k not in conflicting | partial}
 
 
 def _stack_sparse_traffic(datasets: Sequence[xr.Dataset], ranks: np.ndarray) -> Any:

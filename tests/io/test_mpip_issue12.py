@@ -38,3 +38,23 @@ def test_fixed_point_reports_agree_with_themselves(tmp_path: Path, sites):
             for i, site in enumerate(sites)]
     path = write_report(tmp_path / "e.mpiP", 1, rows, fixed=True)
     assert read_warnings(mpip.read(path, label="e")) == []
+
+
+# ---------------------------------------------------------------- mpip_* attrs when combining
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+MPIP_HPCCG_2 = next((DATA / "mpip" / "real" / "HPCCG-strong" / "2").glob("*.mpiP"))
+IPM_HPCCG_2 = next((DATA / "ipm" / "real" / "HPCCG-strong" / "2").glob("*.ipm.xml"))
+
+
+def test_mpip_attrs_do_not_leak_into_runs_of_other_formats():
+    import perfkit
+
+    alone = perfkit.open_profile(MPIP_HPCCG_2)
+    assert alone.attrs["mpip_version"] == "3.5.0"
+    for ds in (perfkit.open_runs([MPIP_HPCCG_2, IPM_HPCCG_2]),
+               perfkit.combine_runs([alone, perfkit.open_profile(IPM_HPCCG_2)])):
+        assert sorted(ds["format"].values.tolist()) == ["ipm", "mpip"]
+        assert not [k for k in ds.attrs if k.startswith(("mpip_", "ipm_"))]
+    both = perfkit.combine_runs([alone, perfkit.open_profile(MPIP_HPCCG_2, label="again")])
+    assert both.attrs["mpip_version"] == "3.5.0"  # what every run states stays
