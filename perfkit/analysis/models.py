@@ -17,7 +17,7 @@ Karp-Flatt experimentally determined serial fraction.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -222,7 +222,8 @@ def fit_amdahl(
 def fit_comm_model(nprocs: Any, elapsed: Any = None) -> ModelFit:
     """Fit T(N) = a + b/N + c*log2(N) + d*N [s], a..d >= 0 (serial, parallel, tree, linear)."""
     n, t = _points(nprocs, elapsed)
-    return _fit_terms(n, t, COMM_TERMS, "comm")
+    fit = _fit_terms(n, t, COMM_TERMS, "comm")
+    return replace(fit, quality=_with_warnings(fit.quality, _rise_past_best(fit)))
 
 
 def fit_pmnf(
@@ -257,6 +258,7 @@ def fit_pmnf(
     near = table[table["loo_rel_error"] <= best_loo * (1 + SIMPLER_WITHIN) + 1e-12]
     chosen = near.sort_values(["n_terms", "loo_rel_error"], kind="stable").iloc[0]["terms"]
     fit = _fit_terms(n, t, chosen, "pmnf")
+    fit = replace(fit, quality=_with_warnings(fit.quality, _rise_past_best(fit)))
     table["formula"] = [_formula_of(terms) for terms in table["terms"]]
     return PMNFFit(**{**_fields(fit), "candidates": table.head(10).reset_index(drop=True)})
 
@@ -440,6 +442,26 @@ def _rises(n: np.ndarray, t: np.ndarray) -> list[str]:
     if not rising:
         return []
     return [f"time rises with N ({', '.join(rising)}): Amdahl cannot describe this; try fit_comm_model or fit_pmnf"]
+
+
+def _rise_past_best(fit: ModelFit) -> list[str]:
+    """A warning when measured mean time rises past its fastest N by over ``SLOWER_BY``.
+
+    Says whether the model follows the rise (its ``best_nprocs`` before the largest N and
+    ``slower_past_best``) or smooths it away (then ``best_nprocs`` is not the optimum).
+    """
+    means = pd.Series(fit.elapsed).groupby(fit.nprocs).mean()
+    best = float(means.idxmin())
+    later = means[(means.index > best) & (means > means.min() * (1 + SLOWER_BY))]
+    if later.empty:
+        return []
+    worst = float(later.idxmax())
+    text = (f"measured time rises past N={best:g} ({means.min():.4g} s, up to {later.max():.4g} s at "
+            f"N={worst:g}, +{later.max() / means.min() - 1:.0%})")
+    if fit.slower_past_best:
+        return [f"{text}; the model follows it (best N = {fit.best_nprocs:.3g})"]
+    return [f"{text} but the {fit.name} model does not follow it (its best N = {fit.best_nprocs:.3g}): "
+            f"best_nprocs is not the optimum here; the measurements say N={best:g}"]
 
 
 def _t_quantile(level: float, dof: int) -> float:
