@@ -1,0 +1,114 @@
+"""Ground truth of a lab run, from its scenario and parameters (see ``simulate`` for the model).
+
+``truth(scenario, nprocs, **params)`` returns an ``xarray.Dataset``:
+
+- ``compute_time`` (rank) [s]: prescribed compute (sum of the sleeps).
+- ``end`` (rank) [s]: when the rank reaches ``MPI_Finalize``, from leaving the start-up barrier.
+- ``send_late`` (rank, function) [s]: send-late time per receiving call (0 for other calls).
+- ``collective_wait`` (rank, function) [s]: collective wait per collective (0 for other calls;
+  NaN for the start-up ``MPI_Barrier``, whose wait is the ranks' start-up skew, not prescribed).
+- ``calls`` (rank, function): calls per MPI function, ``MPI_Init`` and ``MPI_Finalize`` included.
+- ``bytes_sent``, ``bytes_recv`` (rank) [B]: point-to-point payload (collectives excluded).
+- ``traffic_bytes``, ``traffic_count`` (sender, receiver): point-to-point bytes [B] and messages.
+
+Wall-time quantities are NaN when the scenario does not prescribe them (busy-loop compute); the attr
+``unavailable`` then says why. Attrs: ``scenario``, ``cause`` (label), ``explanation`` (text),
+``parameters`` (JSON), ``nprocs``, ``language``, ``model``, ``outcome``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from perfkit.collect.lab.scenarios import SCENARIOS, Scenario, cause_of
+from perfkit.collect.lab.simulate import simulate
+
+#: Suffix of the truth file written beside a profile.
+SUFFIX = ".truth.nc"
+MODEL = ("zero-cost MPI calls and messages, eager sends, compute exactly as prescribed (sleep), collectives "
+         "complete when the last rank enters; send-late time and collective wait as MPInside defines them")
+WALL_TIME = ("compute_time", "end", "send_late", "collective_wait")
+
+
+def get_scenario(name: str) -> Scenario:
+    """The scenario called ``name`` (a ``KeyError`` naming the known ones otherwise)."""
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise KeyError(f"unknown lab scenario {name!r}; known: {sorted(SCENARIOS)}") from None
+
+
+def truth(scenario: str, nprocs: int, **params: Any) -> xr.Dataset:
+    """The ground truth of ``scenario`` on ``nprocs`` ranks with ``params`` (defaults filled in)."""
+    sc = get_scenario(scenario)
+    p = sc.params(**params)
+    tr = simulate(sc.program(nprocs, p))
+    ranks = np.arange(nprocs)
+    funcs = tr.functions
+
+    def per_function(d: dict[tuple[int, str], float]) -> np.ndarray:
+        return np.array([[d.get((r, f), 0.0) for f in funcs] for r in ranks], dtype=float)
+
+    ds = xr.Dataset(
+        {
+            "compute_time": ("rank", tr.compute.astype(float), {"units": "s"}),
+            "end": ("rank", tr.end.astype(float), {"units": "s"}),
+            "send_late": (("rank", "function"), per_function(tr.send_late), {"units": "s"}),
+            "collective_wait": (("rank", "function"), per_function(tr.collective_wait), {"units": "s"}),
+            "calls": (("rank", "function"), per_function(tr.calls), {"units": "1"}),
+            "bytes_sent": ("rank", tr.traffic_bytes.sum(axis=1), {"units": "B"}),
+            "bytes_recv": ("rank", tr.traffic_bytes.sum(axis=0), {"units": "B"}),
+            "traffic_bytes": (("sender", "receiver"), tr.traffic_bytes, {"units": "B"}),
+            "traffic_count": (("sender", "receiver"), tr.traffic_count, {"units": "1"}),
+        },
+        coords={"rank": ranks, "function": funcs, "sender": ranks, "receiver": ranks},
+    )
+    unavailable = ""
+    if not sc.wall_time_prescribed:
+        unavailable = ("compute is a busy loop sharing too few cores: its wall time, and every wait it causes, "
+                       "is not prescribed by the parameters")
+        for name in WALL_TIME:
+            ds[name] = xr.full_like(ds[name], math.nan)
+    outcome = "reaches MPI_Finalize"
+    if sc.fails:
+        outcome = (f"rank {int(p['fail_rank'])} fails ({sc.cause}) at step {int(p['fail_step'])}: no rank reaches "
+                   "MPI_Finalize; the quantities cover the steps completed before the failure")
+    ds.attrs = {
+        "scenario": sc.name,
+        "cause": cause_of(sc, p),
+        "explanation": sc.explain(nprocs, p),
+        "parameters": json.dumps(p, sort_keys=True),
+        "nprocs": nprocs,
+        "language": sc.language,
+        "model": MODEL,
+        "unavailable": unavailable,
+        "outcome": outcome,
+    }
+    return ds
+
+
+def truth_path(profile: str | Path) -> Path:
+    """Where the truth of ``profile`` lives: ``<profile>.truth.nc``."""
+    return Path(str(profile) + SUFFIX)
+
+
+def save_truth(ds: xr.Dataset, profile: str | Path) -> Path:
+    """Write ``ds`` beside ``profile`` as netCDF; return the path."""
+    path = truth_path(profile)
+    ds.to_netcdf(path, engine="h5netcdf")
+    return path
+
+
+def load_truth(path: str | Path) -> xr.Dataset:
+    """Read a truth file (a profile path is accepted too: its ``.truth.nc`` is read)."""
+    p = Path(path)
+    if not str(p).endswith(SUFFIX):
+        p = truth_path(p)
+    with xr.open_dataset(p, engine="h5netcdf") as ds:
+        return ds.load()
