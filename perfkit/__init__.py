@@ -19,6 +19,7 @@ _LAZY = {
     "scaling": "perfkit.analysis.scaling",
     "fit_amdahl": "perfkit.analysis.models",
     "imbalance": "perfkit.analysis.imbalance",
+    "pop_metrics": "perfkit.analysis.pop",
     "diagnose": "perfkit.analysis.diagnosis",
     "whatif": "perfkit.analysis.whatif",
     "Topology": "perfkit.placement.topology",

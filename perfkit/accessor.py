@@ -1,6 +1,6 @@
 """The ``xr.Dataset.perf`` accessor: the friendly front door, thin delegation to perfkit functions.
 
-``import perfkit`` registers it; then ``ds.perf.imbalance()``, ``ds.perf.diagnose()``,
+``import perfkit`` registers it; then ``ds.perf.imbalance()``, ``ds.perf.pop_metrics()``, ``ds.perf.diagnose()``,
 ``ds.perf.whatif("perfect_network")``, ``ds.perf.scaling()``, ``ds.perf.fit_amdahl()``,
 ``ds.perf.place(topology)`` and ``ds.perf.validate()`` call the functions of the same name with the
 Dataset as first argument.
@@ -26,6 +26,12 @@ class PerfAccessor:
         from perfkit.analysis.imbalance import imbalance
 
         return imbalance(self._ds, by=by, metric=metric)
+
+    def pop_metrics(self, **kwargs: Any) -> xr.Dataset:
+        """POP efficiency hierarchy per run (``perfkit.analysis.pop.pop_metrics``)."""
+        from perfkit.analysis.pop import pop_metrics
+
+        return pop_metrics(self._ds, **kwargs)
 
     def diagnose(self, run: str | None = None) -> pd.DataFrame:
         """Findings ranked by time at stake (``perfkit.analysis.diagnosis.diagnose``)."""

@@ -48,4 +48,6 @@ def _per_label(values: np.ndarray, labels: np.ndarray,
                reduce: Callable[..., np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct ``labels`` and ``reduce(part, axis=-1)`` of each label's part of the last axis."""
     groups, inverse = np.unique(labels, return_inverse=True)
+    if groups.size == 0:  # no function carries a label (e.g. a run without blocking MPI calls)
+        return groups, np.empty((*values.shape[:-1], 0), dtype=np.float64)
     return groups, np.stack([reduce(values[..., inverse == g], axis=-1) for g in range(groups.size)], axis=-1)

@@ -18,9 +18,23 @@ Scenarios (``k`` is a factor > 0):
 * ``network``: ``X' = X / k`` (latency and bandwidth both ``k`` times better), ``D' = D``;
 * ``compute``: ``C' = C / k``, ``D' = D / k`` (the dynamic imbalance is compute that differs
   between ranks, so it shrinks with it);
-* ``balance``: ``C'_r = mean(C)`` on every rank and ``D' = 0`` (perfectly balanced in every step);
+* ``balance``: ``C'_r = mean(C)`` on every rank, ``D' = D`` (the static imbalance goes; whether
+  the dynamic one goes too is unknown, see below); ``max_r B'_r`` is capped at ``max_r B_r``
+  (balancing cannot lengthen a synchronised run; a rank with little compute and a long "transfer"
+  is a rank whose waiting the wait split left in transfer), so the saving is at most
+  ``max_r C_r - mean_r C_r``;
 * ``drop_slowest``: the ``k`` ranks with the most compute (or the given ``ranks``) are removed and
   their compute is spread evenly over the others; ``D' = D``.
+
+The dynamic imbalance is the model's unknown: a profile cannot say whether it is compute that
+moves between ranks from step to step, serialisation (ranks waiting on each other in turn),
+interference, ranks sharing cores or transfers that vary. ``speedup`` is the estimate above;
+``speedup_low`` and ``speedup_high`` take ``D'`` at the two ends of what the scenario could do to
+it: ``D' = D`` (untouched) and ``D' = 0`` for ``balance`` and ``drop_slowest``,
+``D' = D / k`` for ``compute``, ``D' = max(0, D - (1 - 1/k) max_r X_r)`` for ``network`` (and
+``D - max_r X_r`` for ``perfect_network``: waits caused by transfers are taken to be at most the
+busiest transferring rank's transfer time). Estimated waits (``estimated``) add the error of the
+wait split, which the interval does not cover.
 
 Limits: transfer time includes MPI's software overhead (a perfect network removes it too); no
 change of the communication pattern, of message counts or of the critical path is modelled.
@@ -47,7 +61,8 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
     """Predict elapsed time [s] and the per-rank breakdown under ``scenario`` (module docstring).
 
     Returns a Dataset with ``before`` and ``after`` (run, rank, kind) [s], ``elapsed_before``,
-    ``elapsed_after``, ``saving`` [s] and ``speedup`` (run), ``dynamic_imbalance`` (run) [s] and
+    ``elapsed_after``, ``saving`` [s], ``speedup``, ``speedup_low`` and ``speedup_high`` (run),
+    ``dynamic_imbalance`` (run) [s] and
     ``estimated`` (run: waits estimated, see ``waits.wait_split``). ``k`` is the factor of
     ``network`` and ``compute`` and the number of ranks for ``drop_slowest`` (unless ``ranks``).
     """
@@ -64,12 +79,18 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
     dynamic = (elapsed - busy.max("rank")).clip(min=0.0)
     after_busy, after_dynamic = _apply(before, dynamic, scenario, k, ranks)
     busy_after = after_busy.sum("kind", skipna=True).where(after_busy.notnull().any("kind"))
-    elapsed_after = busy_after.max("rank") + after_dynamic
+    longest = busy_after.max("rank")
+    if scenario == "balance":  # balancing cannot lengthen the run: a longer busiest rank is waiting counted as transfer
+        longest = np.fmin(longest, busy.max("rank"))
+    elapsed_after = longest + after_dynamic
     after = xr.concat([after_busy, _waits(before, elapsed_after - busy_after)], dim="kind").sel(kind=before["kind"])
+    kept, gone = _dynamic_range(before, dynamic, scenario, k)
     result = xr.Dataset({
         "before": before, "after": after.transpose(*before.dims),
         "elapsed_before": elapsed, "elapsed_after": elapsed_after,
         "saving": elapsed - elapsed_after, "speedup": elapsed / elapsed_after,
+        "speedup_low": elapsed / (longest + kept),
+        "speedup_high": elapsed / (longest + gone),
         "dynamic_imbalance": dynamic, "estimated": parts["estimated"],
     })
     for name in ("before", "after", "elapsed_before", "elapsed_after", "saving", "dynamic_imbalance"):
@@ -99,12 +120,30 @@ def _apply(before: xr.DataArray, dynamic: xr.DataArray, scenario: str, k: float,
         return busy.where(busy["kind"] != "compute", busy / k), dynamic / k
     if scenario == "balance":
         mean = compute.mean("rank", skipna=True)
-        return busy.where(busy["kind"] != "compute", mean.where(compute.notnull())), dynamic * 0.0
+        return busy.where(busy["kind"] != "compute", mean.where(compute.notnull())), dynamic
     dropped = _dropped(compute, int(k), ranks)
     kept = compute.where(~dropped)
     extra = compute.where(dropped).sum("rank", skipna=True) / kept.notnull().sum("rank")
     busy = busy.where(busy["kind"] != "compute", kept + extra)
     return busy.where(~dropped), dynamic
+
+
+def _dynamic_range(before: xr.DataArray, dynamic: xr.DataArray, scenario: str,
+                   k: float) -> tuple[xr.DataArray, xr.DataArray]:
+    """The dynamic imbalance [s] after ``scenario`` at the two ends of the unknown (run).
+
+    Returns (D' if the scenario leaves it, D' if it goes with what the scenario changes): the low
+    and the high end of the speed-up. A profile cannot say what the dynamic imbalance is made of
+    (compute that moves between ranks, serialisation, interference, transfers that vary).
+    """
+    transfer = before.sel(kind="transfer").max("rank").fillna(0.0)
+    if scenario == "perfect_network":
+        return dynamic, (dynamic - transfer).clip(min=0.0)
+    if scenario == "network":
+        return dynamic, (dynamic - transfer * (1 - 1 / k)).clip(min=0.0)
+    if scenario == "compute":
+        return dynamic, dynamic / k
+    return dynamic, dynamic * 0.0
 
 
 def _dropped(compute: xr.DataArray, count: int, ranks: Sequence[int] | None) -> xr.DataArray:

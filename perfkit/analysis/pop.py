@@ -1,0 +1,213 @@
+"""The POP efficiency hierarchy per run, each number marked measured, modelled or unavailable.
+
+With ``C_r`` the useful (``kind == "compute"``) time of rank ``r`` [s], ``T`` the elapsed time
+and ``T_ideal`` the elapsed time on an ideal (instantaneous) network:
+
+* ``load_balance`` ``LB = mean_r C_r / max_r C_r``;
+* ``communication_efficiency`` ``CommE = max_r C_r / T``;
+* ``serialisation_efficiency`` ``SerE = max_r C_r / T_ideal``;
+* ``transfer_efficiency`` ``TrE = T_ideal / T`` (so ``CommE = SerE x TrE``);
+* ``parallel_efficiency`` ``PE = LB x CommE = mean_r C_r / T``;
+* ``computation_scalability`` ``CS = sum_r C_r(reference) / sum_r C_r`` (weak scaling: times
+  ``nprocs / nprocs(reference)``), the reference being the run with the fewest ranks;
+* ``global_efficiency`` ``GE = PE x CS``.
+
+The ideal-network elapsed time removes every rank's transfer time ``X_r`` and keeps its waits
+``W_r`` (late sender + collective wait) and I/O and other time ``O_r``:
+``T_ideal = max_r (C_r + W_r + O_r) + (T - max_r total_r)`` (the last term is time outside the
+profiled ranks' totals, kept). The waits are kept as they were on the real network, so waits a
+rank spent for a partner's *transfer* stay in ``T_ideal``: ``TrE`` is then an upper bound and
+``SerE`` a lower bound (the error is at most the transfer time on the critical path).
+
+Sources (variable ``evidence``, dims ``run x efficiency``, with ``note`` saying why; the
+``source`` run coordinate stays the file the run was read from):
+
+* ``measured``: the waits of every blocking call were measured (MPInside ``slt`` and
+  ``collective_wait`` columns, ``w_MPI_*`` / ``b_MPI_*``), or the run has one rank;
+* ``modelled``: some waits come from ``perfkit.analysis.waits.wait_split``'s estimate (the fastest
+  rank's per-call time is transfer, the rest waiting), named in ``note``;
+* ``unavailable`` (NaN): the profile has no per-rank times (a concise mpiP report); its stated
+  means still give ``parallel_efficiency`` (mean AppTime - mean MPI time over max AppTime).
+
+``LB``, ``CommE`` and ``PE`` need only compute and elapsed time and are measured whenever the
+profile has per-rank times.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import xarray as xr
+
+from perfkit.analysis.cube import metric_values, run_coords
+from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, breakdown, wait_split
+
+#: The hierarchy, top down, with each metric's depth (for the indented POP table).
+HIERARCHY: tuple[tuple[str, int], ...] = (
+    ("global_efficiency", 0), ("parallel_efficiency", 1), ("load_balance", 2),
+    ("communication_efficiency", 2), ("serialisation_efficiency", 3), ("transfer_efficiency", 3),
+    ("computation_scalability", 1),
+)
+EFFICIENCIES = tuple(name for name, _ in HIERARCHY)
+LABELS = {
+    "global_efficiency": "Global efficiency", "parallel_efficiency": "Parallel efficiency",
+    "load_balance": "Load balance", "communication_efficiency": "Communication efficiency",
+    "serialisation_efficiency": "Serialisation efficiency", "transfer_efficiency": "Transfer efficiency",
+    "computation_scalability": "Computation scalability",
+}
+SOURCES = ("measured", "modelled", "unavailable")
+_NETWORK = ("serialisation_efficiency", "transfer_efficiency")
+_COMPUTE_ONLY = ("load_balance", "communication_efficiency", "parallel_efficiency")
+
+
+def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | None = None) -> xr.Dataset:
+    """The POP efficiencies of every run of ``ds`` (see the module docstring), dims ``run``.
+
+    Returns one variable per efficiency (0-1, NaN when unavailable), ``evidence`` and ``note``
+    (run, efficiency) saying where each number comes from, and the times behind them [s]:
+    ``elapsed`` (the coordinate, else the longest rank's total), ``ideal_elapsed``, ``useful_max``,
+    ``useful_mean``, ``useful_total``.
+    ``reference`` is the run label for computation scalability (default: the fewest ranks);
+    ``weak`` marks a weak-scaling series (default: the ``scaling`` run coordinate when present).
+    """
+    ds = ds.drop_vars("traffic", errors="ignore")
+    split = wait_split(ds)
+    parts = breakdown(ds, split)
+    time = parts["time"]
+    compute = time.sel(kind="compute").values
+    transfer = time.sel(kind="transfer").values
+    total = parts["total"].values
+    exists = ~np.isnan(total)
+    per_rank = exists.any(axis=1) & ~np.isnan(np.where(exists, compute, 0.0)).all(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # runs without per-rank values: NaN, reported below
+        useful_max = np.where(per_rank, np.fmax.reduce(np.where(exists, compute, np.nan), axis=1), np.nan)
+        useful_mean = np.where(per_rank, np.nanmean(np.where(exists, compute, np.nan), axis=1), np.nan)
+        useful_total = useful_mean * exists.sum(axis=1)
+        longest = np.fmax.reduce(total, axis=1)
+        elapsed = _elapsed(ds, longest)
+        ideal = np.fmax.reduce(total - transfer, axis=1) + np.fmax(elapsed - longest, 0.0)
+        values = {
+            "load_balance": useful_mean / useful_max,
+            "communication_efficiency": useful_max / elapsed,
+            "serialisation_efficiency": useful_max / ideal,
+            "transfer_efficiency": ideal / elapsed,
+            "parallel_efficiency": useful_mean / elapsed,
+        }
+    labels = [str(r) for r in ds["run"].values]
+    source = np.full((len(labels), len(EFFICIENCIES)), "measured", dtype=object)
+    note = np.full(source.shape, "", dtype=object)
+    column = {name: j for j, name in enumerate(EFFICIENCIES)}
+    estimated = _estimated_calls(ds, split)
+    for i in range(len(labels)):
+        if not per_rank[i]:
+            for name in _COMPUTE_ONLY + _NETWORK:
+                values[name][i] = np.nan
+                source[i, column[name]], note[i, column[name]] = "unavailable", _NO_RANKS
+            stated = _stated_parallel_efficiency(ds, i, elapsed[i])
+            if np.isfinite(stated):
+                values["parallel_efficiency"][i] = stated
+                source[i, column["parallel_efficiency"]] = "measured"
+                note[i, column["parallel_efficiency"]] = _STATED
+            continue
+        for name in _COMPUTE_ONLY:
+            note[i, column[name]] = "compute time per rank and elapsed time from the profile"
+        for name in _NETWORK:
+            source[i, column[name]], note[i, column[name]] = _network_source(estimated[i], int(exists[i].sum()))
+    scalability, scal_note = _scalability(ds, labels, useful_total, reference, weak)
+    values["computation_scalability"] = scalability
+    values["global_efficiency"] = values["parallel_efficiency"] * scalability
+    for i in range(len(labels)):
+        for name in ("computation_scalability", "global_efficiency"):
+            j = column[name]
+            if not np.isfinite(values[name][i]):
+                source[i, j] = "unavailable"
+                note[i, j] = _NO_RANKS if name == "computation_scalability" or not per_rank[i] else scal_note[i]
+            else:
+                note[i, j] = scal_note[i]
+                if name == "global_efficiency" and source[i, column["parallel_efficiency"]] != "measured":
+                    source[i, j] = source[i, column["parallel_efficiency"]]
+    seconds = {"units": "s"}
+    data = {name: ("run", values[name], {"long_name": LABELS[name], "units": "1"}) for name in EFFICIENCIES}
+    data.update({
+        "evidence": (("run", "efficiency"), source.astype(str)),
+        "note": (("run", "efficiency"), note.astype(str)),
+        "elapsed": ("run", elapsed, seconds), "ideal_elapsed": ("run", ideal, seconds),
+        "useful_max": ("run", useful_max, seconds), "useful_mean": ("run", useful_mean, seconds),
+        "useful_total": ("run", useful_total, seconds),
+    })
+    coords = {name: var for name, var in run_coords(ds).items() if name != "elapsed"}
+    return xr.Dataset(data, coords={**coords, "efficiency": list(EFFICIENCIES)})
+
+
+_NO_RANKS = "no per-rank times in the profile (e.g. a concise mpiP report states only means and maxima)"
+_STATED = "from the report's stated means: (mean AppTime - mean MPI time) / max AppTime"
+
+
+def _elapsed(ds: xr.Dataset, longest: np.ndarray) -> np.ndarray:
+    """Elapsed time per run [s]: the ``elapsed`` coordinate, else the longest rank's total."""
+    given = ds["elapsed"].values.astype(float) if "elapsed" in ds.coords else np.full(longest.shape, np.nan)
+    return np.where(np.isnan(given), longest, given)
+
+
+def _estimated_calls(ds: xr.Dataset, split: xr.Dataset) -> list[list[str]]:
+    """Per run, the blocking calls (receives, waits, collectives) with time but no measured wait column."""
+    time = metric_values(ds, "time")
+    kinds, calls = ds["kind"].values, ds["call"].values
+    blocking = np.isin(calls, sorted(COLLECTIVES | RECEIVES))
+    waits = np.isin(kinds, WAIT_KINDS)
+    out = []
+    for i in range(time.shape[0]):
+        present = ~np.isnan(time[i]).all(axis=0)
+        measured = set(calls[waits & present])
+        busy = present & blocking & (kinds == "transfer") & (np.nan_to_num(time[i]).sum(axis=0) > 0)
+        out.append(sorted(set(calls[busy]) - measured))
+    return out
+
+
+def _network_source(estimated: list[str], nranks: int) -> tuple[str, str]:
+    """Source and note of serialisation / transfer efficiency for one run."""
+    ideal = "ideal-network elapsed = max over ranks of (compute + waits + I/O and other), transfers removed"
+    if nranks <= 1:
+        return "measured", "one rank: no waits, no transfers between ranks"
+    if not estimated:
+        return "measured", (f"{ideal}; waits measured (late sender and collective wait); waits for a partner's "
+                            "transfer are kept, so transfer efficiency is an upper bound")
+    names = ", ".join(estimated[:4]) + (f" and {len(estimated) - 4} more" if len(estimated) > 4 else "")
+    return "modelled", (f"{ideal}; waits of {names} estimated by the wait split (the fastest rank's per-call "
+                        "time taken as transfer, the rest as wait); measure them with `perfkit collect --slt` "
+                        "or MPInside's slt and collective_wait modes")
+
+
+def _stated_parallel_efficiency(ds: xr.Dataset, i: int, elapsed: float) -> float:
+    """Parallel efficiency from a report's stated task means (mpiP concise ``task_time``), else NaN."""
+    if "task_time" not in ds.data_vars:
+        return np.nan
+    task = ds["task_time"].isel(run=i)
+    app, mpi = (float(task.sel(task_metric=m, task_stat="mean")) for m in ("app", "mpi"))
+    top = float(task.sel(task_metric="app", task_stat="max"))
+    return (app - mpi) / (top if np.isfinite(top) else elapsed)
+
+
+def _scalability(ds: xr.Dataset, labels: list[str], useful_total: np.ndarray, reference: str | None,
+                 weak: bool | None) -> tuple[np.ndarray, list[str]]:
+    """Computation scalability per run and a note naming the reference run."""
+    nprocs = ds["nprocs"].values.astype(float) if "nprocs" in ds.coords else np.full(len(labels), np.nan)
+    usable = np.isfinite(useful_total)
+    if not usable.any():
+        return np.full(len(labels), np.nan), [_NO_RANKS] * len(labels)
+    if reference is None:
+        order = np.where(usable, np.nan_to_num(nprocs, nan=np.inf), np.inf)
+        ref = int(np.argmin(order)) if np.isfinite(order).any() else int(np.flatnonzero(usable)[0])
+    else:
+        ref = labels.index(reference)
+    if weak is None:
+        weak = "scaling" in ds.coords and str(ds["scaling"].values[ref]) == "weak"
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = useful_total[ref] / useful_total
+        if weak:
+            ratio = ratio * nprocs / nprocs[ref]
+    kind = "weak scaling: x nprocs / reference nprocs" if weak else "strong scaling"
+    note = (f"total compute of the reference run {labels[ref]} ({nprocs[ref]:g} ranks) / this run's ({kind})")
+    return ratio, [note] * len(labels)
