@@ -1,0 +1,173 @@
+"""The lab: small real MPI programs with known performance causes, run under the collector.
+
+``run(scenario, nprocs, ...)`` builds the program (cached), runs it under ``perfkit.collect`` and
+returns the profile read back with ``perfkit.open_profile`` beside its ground truth (``truth.py``,
+saved as ``<profile>.truth.nc``). ``scenarios()`` lists what there is; ``run_uninstrumented`` runs
+the same program without the collector (for overhead measurements).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import xarray as xr
+
+from perfkit.collect.lab.build import LabBuildError, binary, missing_tools
+from perfkit.collect.lab.scenarios import SCENARIOS, Scenario
+from perfkit.collect.lab.truth import get_scenario, load_truth, save_truth, truth, truth_path
+
+__all__ = [
+    "LabBuildError",
+    "LabRun",
+    "UninstrumentedRun",
+    "launch_command",
+    "load_truth",
+    "missing_tools",
+    "run",
+    "run_uninstrumented",
+    "save_truth",
+    "scenarios",
+    "truth",
+    "truth_path",
+]
+
+
+@dataclass(frozen=True)
+class LabRun:
+    """One lab program run under the collector.
+
+    ``profile`` is None when the program did not reach ``MPI_Finalize`` (then ``message`` says what
+    happened); ``wall_seconds`` [s] is the whole launch, mpirun start-up included.
+    """
+
+    scenario: str
+    nprocs: int
+    params: Mapping[str, Any]
+    path: Path | None
+    profile: xr.Dataset | None
+    truth: xr.Dataset
+    returncode: int
+    message: str
+    wall_seconds: float
+
+
+@dataclass(frozen=True)
+class UninstrumentedRun:
+    """The same program run without the collector: exit status and wall time [s] of the launch."""
+
+    launch: list[str]
+    returncode: int
+    wall_seconds: float
+    output: str
+
+
+def scenarios() -> dict[str, str]:
+    """Scenario name -> one-line description."""
+    return {name: sc.description for name, sc in SCENARIOS.items()}
+
+
+def _mpirun(nprocs: int, program: Sequence[str]) -> list[str]:
+    """The collector's mpirun command line (the same line, built here, until the collector has one)."""
+    try:
+        from perfkit.collect.launch import mpirun_command
+    except ImportError:
+        root = ["--allow-run-as-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+        return ["mpirun", "-np", str(nprocs), "--oversubscribe", *root, *program]
+    return list(mpirun_command(nprocs, list(program)))
+
+
+def launch_command(scenario: str, nprocs: int, **params: Any) -> list[str]:
+    """The mpirun command line of ``scenario`` (compiling the program if needed)."""
+    sc = get_scenario(scenario)
+    p = sc.params(**params)
+    exe = binary(sc.language, p.get("interface", "use_mpi"))
+    return _mpirun(nprocs, [str(exe), *sc.argv(p)])
+
+
+def _params(sc: Scenario, steps: int | None, step_seconds: float | None, params: dict[str, Any]) -> dict[str, Any]:
+    return sc.params(steps=steps, step_seconds=step_seconds, **params)
+
+
+def run(
+    scenario: str,
+    nprocs: int,
+    *,
+    steps: int | None = None,
+    step_seconds: float | None = None,
+    slt: bool = True,
+    collective_wait: bool = True,
+    matrices: bool = True,
+    workdir: str | Path | None = None,
+    timeout: float | None = 120,
+    env: Mapping[str, str] | None = None,
+    **params: Any,
+) -> LabRun:
+    """Run ``scenario`` on ``nprocs`` ranks under the collector; see ``scenarios.py`` for ``params``.
+
+    The profile is written to ``<workdir>/<scenario>-np<nprocs>.mpinside`` (a new temporary
+    directory when ``workdir`` is None) and its truth beside it.
+    """
+    from perfkit import open_profile
+    from perfkit.collect import collect
+
+    sc = get_scenario(scenario)
+    p = _params(sc, steps, step_seconds, params)
+    expected = truth(scenario, nprocs, **p)
+    launch = launch_command(scenario, nprocs, **p)
+    wd = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="perfkit-lab-"))
+    wd.mkdir(parents=True, exist_ok=True)
+    output = wd / f"{scenario}-np{nprocs}.mpinside"
+    save_truth(expected, output)
+    t0 = time.perf_counter()
+    res = collect(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
+                  timeout=timeout, env=env, cwd=wd)
+    wall = time.perf_counter() - t0
+    profile = open_profile(res.output) if res.output is not None else None
+    return LabRun(scenario, nprocs, p, res.output, profile, expected, res.returncode, res.message, wall)
+
+
+def run_uninstrumented(
+    scenario: str,
+    nprocs: int,
+    *,
+    steps: int | None = None,
+    step_seconds: float | None = None,
+    timeout: float | None = 120,
+    env: Mapping[str, str] | None = None,
+    **params: Any,
+) -> UninstrumentedRun:
+    """Run ``scenario`` without the collector; wall time [s] of the whole launch."""
+    sc = get_scenario(scenario)
+    launch = launch_command(scenario, nprocs, **_params(sc, steps, step_seconds, params))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(launch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, _ = proc.communicate()
+        return UninstrumentedRun(launch, -1, time.perf_counter() - t0, f"{out}\ntimed out after {timeout} s")
+    return UninstrumentedRun(launch, proc.returncode, time.perf_counter() - t0, out)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """Stop mpirun and every rank it started (its own process group): TERM, then KILL after 5 s."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
