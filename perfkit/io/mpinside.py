@@ -33,6 +33,7 @@ _RANK_TABLES = {
     "calls sending data": "calls_sent",
     "bytes received": "bytes_recv",
     "calls receiving data": "calls_recv",
+    "number of calls": "calls",  # perfkit's extension (written by perfkit collect); absent in MPInside: NaN
 }
 _SIZES = re.compile(r"^rank\s+(\d+)\s+size(s)?\s+distribution(\s+times)?$", re.I)
 _MATRIX = re.compile(r"^(?:.*\b)?(TIME|SIZE|REQUEST)\s*\(\s*i\s*,\s*j\s*\)", re.I)
@@ -339,7 +340,7 @@ def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
             functions.setdefault(name, column_function(name)[1:])
     names = list(functions)
     fidx = {f: k for k, f in enumerate(names)}
-    metrics = [*_RANK_TABLES.values(), "calls"]  # MPInside has no total-calls table: NaN
+    metrics = list(_RANK_TABLES.values())  # without a "Number of calls" table, calls stay NaN
     profile = np.full((ranks.size, len(names), len(metrics)), np.nan)
     for table in tables.values():
         cols = [fidx[column_function(c)[0]] for c in table.columns]

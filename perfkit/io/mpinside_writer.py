@@ -18,33 +18,45 @@ TABLES = (
     ("calls_sent", "Calls sending data", "%.0f"),
     ("bytes_recv", "Bytes received", "%.0f"),
     ("calls_recv", "Calls receiving data", "%.0f"),
+    ("calls", "Number of calls", "%.0f"),  # perfkit's extension, written only when known
 )
 MATRICES = (("SIZE", "bytes", "%.0f"), ("REQUEST", "count", "%.0f"), ("TIME", "time", "%.6f"))
 
 
-def write(ds: xr.Dataset, path: str | PathLike, *, matrix_layout: str = "sparse") -> Path:
-    """Write the single run in ``ds`` to ``path``; NaN is written as ``-----``.
+def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str = "sparse",
+          with_calls: bool = False) -> Path | None:
+    """Write the single run in ``ds`` to ``path`` (or an open text file); NaN is written as ``-----``.
 
     ``matrix_layout`` is ``"sparse"`` (``i j value`` rows, non-zeros only) or ``"dense"``.
+    ``with_calls`` adds perfkit's ``Number of calls`` table (metric ``calls``), absent from MPInside.
     """
     if ds.sizes.get("run", 1) != 1:
         raise ValueError("write() takes a Dataset holding one run; select it with ds.isel(run=[k])")
     one = ds.isel(run=0)
-    path = Path(path)
     profile = one["profile"]
     in_tables = ~np.all(np.isnan(profile.sel(metric=[m for m, _, _ in TABLES]).values), axis=(0, 2))
     columns = [column_name(str(f), str(k)) for f, k in
                zip(one["function"].values[in_tables], one["kind"].values[in_tables])]
     profile = profile.isel(function=in_tables)
     ranks = one["rank"].values
+    tables = [t for t in TABLES if with_calls or t[0] != "calls"]
+    if hasattr(path, "write"):
+        _write(path, one, profile, columns, ranks, tables, matrix_layout)
+        return None
+    path = Path(path)
     with open(path, "w") as fh:
-        for metric, title, fmt in TABLES:
-            _table(fh, title, ["CPU", *columns], ranks, profile.sel(metric=metric).values, fmt)
-        if "sizes" in one:
-            _sizes(fh, one)
-        if "traffic" in one:
-            _matrices(fh, one, matrix_layout)
+        _write(fh, one, profile, columns, ranks, tables, matrix_layout)
     return path
+
+
+def _write(fh: TextIO, one: xr.Dataset, profile: xr.DataArray, columns: list[str], ranks: np.ndarray,
+           tables: list[tuple[str, str, str]], matrix_layout: str) -> None:
+    for metric, title, fmt in tables:
+        _table(fh, title, ["CPU", *columns], ranks, profile.sel(metric=metric).values, fmt)
+    if "sizes" in one:
+        _sizes(fh, one)
+    if "traffic" in one:
+        _matrices(fh, one, matrix_layout)
 
 
 def _table(fh: TextIO, title: str, header: list[str], index: np.ndarray, values: np.ndarray, fmt: str) -> None:
