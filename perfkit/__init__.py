@@ -18,6 +18,8 @@ _LAZY = {
     "open_matrix": "perfkit.io.matrix",
     "scaling": "perfkit.analysis.scaling",
     "fit_amdahl": "perfkit.analysis.models",
+    "fit_gustafson": "perfkit.analysis.models",
+    "karp_flatt": "perfkit.analysis.models",
     "imbalance": "perfkit.analysis.imbalance",
     "pop_metrics": "perfkit.analysis.pop",
     "diagnose": "perfkit.analysis.diagnosis",

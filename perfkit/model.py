@@ -52,6 +52,10 @@ RUN_NUMERIC = ("nprocs", "nodes", "ppn", "threads", "elapsed")
 RUN_TEXT = ("label", "system", "mode", "format", "source")
 RUN_FIELDS = RUN_TEXT + RUN_NUMERIC
 MODES = ("basic", "slt", "collective_wait", "slt+collective_wait", "perfect", "")
+#: Optional text run coordinates, present only when some run states them.
+RUN_OPTIONAL = ("scaling",)
+#: ``scaling`` values: fixed total problem (``strong``) or fixed work per process (``weak``).
+SCALINGS = ("strong", "weak", "")
 
 #: Function labels: MPI calls, their wait parts (w_ = late-sender wait, b_ = collective wait).
 FUNCTION_NAME = re.compile(r"^((w_|b_)?MPI_\w+|Compute)$")
@@ -80,13 +84,15 @@ def default_kind(call: str) -> str:
 
 def run_coords(**meta: Any) -> dict[str, Any]:
     """Normalise one run's metadata to the run coordinate fields (unknown -> NaN / "")."""
-    unknown = set(meta) - set(RUN_FIELDS)
+    unknown = set(meta) - set(RUN_FIELDS) - set(RUN_OPTIONAL)
     if unknown:
-        raise ContractError(f"unknown run metadata {sorted(unknown)}; known: {list(RUN_FIELDS)}")
+        raise ContractError(f"unknown run metadata {sorted(unknown)}; known: {[*RUN_FIELDS, *RUN_OPTIONAL]}")
     out: dict[str, Any] = {}
-    for name in RUN_TEXT:
+    for name in RUN_TEXT + tuple(n for n in RUN_OPTIONAL if meta.get(n) not in (None, "")):
         value = meta.get(name)
         out[name] = "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+    if out.get("scaling", "") not in SCALINGS:
+        raise ContractError(f"run scaling {out['scaling']!r} is not one of {SCALINGS[:-1]}")
     for name in RUN_NUMERIC:
         value = meta.get(name)
         try:

@@ -182,13 +182,17 @@ def fit_amdahl(
     level: float = 0.95,
     n_boot: int = 2000,
     random_state: int = 0,
+    scaling: str | None = None,
 ) -> AmdahlFit:
     """Fit Amdahl's law T(N) = T1 * ((1 - P) + P / N) to strong-scaling times [s].
 
-    ``nprocs`` may be a Dataset or a :func:`perfkit.scaling` table instead of arrays. ``p_ci``
+    ``nprocs`` may be a Dataset or a :func:`perfkit.scaling` table instead of arrays. A series
+    stated weak (``scaling="weak"``, or the runs' ``scaling`` metadata) is refused: Amdahl's law
+    is about a fixed total problem; use :func:`fit_gustafson`. ``p_ci``
     is a bootstrap over repetitions (runs repeated at the same N, resampled within each N) when
     there are any, else from the fit covariance (delta method, Student t).
     """
+    _require_scaling(nprocs, scaling, "strong", "fit_amdahl")
     n, t = _points(nprocs, elapsed)
     base = _fit_terms(n, t, AMDAHL_TERMS, "amdahl")
     a, b = base.coef
@@ -268,11 +272,13 @@ def gustafson_speedup(nprocs: Any, p: float) -> np.ndarray:
     return (1.0 - p) + p * np.asarray(nprocs, dtype=float)
 
 
-def fit_gustafson(nprocs: Any, elapsed: Any = None, *, level: float = 0.95) -> GustafsonFit:
+def fit_gustafson(nprocs: Any, elapsed: Any = None, *, level: float = 0.95, scaling: str | None = None) -> GustafsonFit:
     """Fit Gustafson's law to weak-scaling times [s] (work per process constant).
 
-    The scaled speedup at N is (N / N0) * T(N0) / T(N), N0 the smallest process count.
+    The scaled speedup at N is (N / N0) * T(N0) / T(N), N0 the smallest process count. A series
+    stated strong (``scaling="strong"`` or run metadata) is refused: use :func:`fit_amdahl`.
     """
+    _require_scaling(nprocs, scaling, "weak", "fit_gustafson")
     n, t = _points(nprocs, elapsed)
     ratio = n / n.min()
     t0 = t[n == n.min()].mean()
@@ -287,13 +293,15 @@ def fit_gustafson(nprocs: Any, elapsed: Any = None, *, level: float = 0.95) -> G
     return GustafsonFit(p=p, p_ci=(float(p - half), float(p + half)), nprocs=n, scaled_speedup=s, quality=quality)
 
 
-def karp_flatt(nprocs: Any, elapsed: Any = None) -> pd.DataFrame:
-    """Experimentally determined serial fraction e(N) = (1/S - 1/p) / (1 - 1/p).
+def karp_flatt(nprocs: Any, elapsed: Any = None, *, scaling: str | None = None) -> pd.DataFrame:
+    """Experimentally determined serial fraction e(N) = (1/S - 1/p) / (1 - 1/p) of a strong-scaling series.
 
     p = N / N0 and S = T(N0) / T(N) relative to the smallest process count N0 (repeated runs
     averaged). On exact Amdahl data e is constant = 1 - P; a rising e means overhead growing
     with N. ``attrs["slope_per_doubling"]`` is the least-squares change of e per doubling.
+    A series stated weak (``scaling="weak"`` or run metadata) is refused: S is then no speedup.
     """
+    _require_scaling(nprocs, scaling, "strong", "karp_flatt")
     n, t = _points(nprocs, elapsed, minimum=2)
     frame = pd.DataFrame({"nprocs": n, "elapsed": t}).groupby("nprocs", as_index=False)["elapsed"].mean()
     p = frame["nprocs"] / frame["nprocs"].iloc[0]
@@ -307,6 +315,40 @@ def karp_flatt(nprocs: Any, elapsed: Any = None) -> pd.DataFrame:
 
 
 # --- fitting machinery --------------------------------------------------------------------
+
+
+def series_scaling(data: Any, scaling: str | None = None) -> tuple[str, str]:
+    """(``strong`` | ``weak`` | "" when unknown, where it came from) of a series.
+
+    From the ``scaling`` argument, else a Dataset's ``scaling`` run coordinate, a scaling
+    table's stated kind (``attrs["kind_source"]`` not the default) or its ``scaling`` column.
+    """
+    from perfkit.analysis.scaling import curve_scaling
+
+    if scaling not in (None, "strong", "weak"):
+        raise ValueError(f"scaling must be 'strong', 'weak' or None, not {scaling!r}")
+    if isinstance(data, xr.Dataset):
+        stated = data["scaling"].values.astype(str) if "scaling" in data.coords else [""] * data.sizes["run"]
+        frame = pd.DataFrame({"run": [str(r) for r in data["run"].values], "scaling": stated})
+    elif isinstance(data, pd.DataFrame):
+        frame = data
+        if "scaling" not in data.columns and data.attrs.get("kind_source") in ("argument", "run metadata"):
+            frame = pd.DataFrame({"scaling": [data.attrs["kind"]]})
+    else:
+        frame = pd.DataFrame({"scaling": [""]})
+    kind, source = curve_scaling(frame, scaling, "the series' runs")
+    return ("", source) if source.startswith("default") else (kind, source)
+
+
+def _require_scaling(data: Any, scaling: str | None, needed: str, who: str) -> None:
+    """ValueError when the series is stated to be of the other scaling kind than ``needed``."""
+    kind, source = series_scaling(data, scaling)
+    if kind and kind != needed:
+        law = ("Amdahl's law and the Karp-Flatt metric assume a fixed total problem (strong scaling); "
+               "for a weak series fit Gustafson's law: perfkit.fit_gustafson") if needed == "strong" else (
+               "Gustafson's law assumes a fixed work per process (weak scaling); "
+               "for a strong series fit Amdahl's law: perfkit.fit_amdahl")
+        raise ValueError(f"{who}: this is a {kind}-scaling series ({source}). {law}")
 
 
 def _points(nprocs: Any, elapsed: Any, minimum: int = 3) -> tuple[np.ndarray, np.ndarray]:

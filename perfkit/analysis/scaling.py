@@ -10,6 +10,8 @@ into one tidy :class:`pandas.DataFrame`, one row per run (and per function / kin
   (e.g. ``bytes_sent`` [B]); ``source`` says how each value was obtained;
 * ``base_nprocs``, ``base_value``: the reference each curve is measured against (its smallest
   process count unless ``base`` says otherwise; repeated base runs are averaged);
+* ``scaling``: ``strong`` or ``weak``, per curve: the ``kind`` argument, else the runs' ``scaling``
+  run coordinate, else ``strong`` (``attrs["kind_source"]`` says which);
 * time only: ``ideal_speedup`` = N / N_base, ``speedup``, ``efficiency`` (strong:
   speedup = T_base / T(N), efficiency = speedup / ideal; weak: efficiency = T_base / T(N),
   speedup = efficiency * ideal, Gustafson's scaled speedup), and, for whole runs,
@@ -46,7 +48,7 @@ def scaling(
     elapsed: Sequence[float] | np.ndarray | str | None = None,
     by: ByArg = None,
     base: float | str | None = None,
-    kind: Literal["strong", "weak"] = "strong",
+    kind: Literal["strong", "weak"] | None = None,
     metric: str = "time",
     group: str | None = None,
     reduce: Literal["max", "mean", "sum", "min"] | None = None,
@@ -63,10 +65,12 @@ def scaling(
     slowest rank's total ``time`` over functions; ``group`` ("function", "kind", "call") gives
     one curve per group, ``reduce`` how ranks combine ("max" for time, "sum" otherwise).
     ``base`` is a process count or a run label; ``system_size`` (in ``system_unit``) is the size
-    of the unit ("system") jobs/day are counted for.
+    of the unit ("system") jobs/day are counted for. ``kind`` ("strong": fixed total problem,
+    "weak": fixed work per process) defaults to what the runs state (run coordinate ``scaling``,
+    or a ``scaling`` column), else "strong"; a ``kind`` contradicting the runs is an error.
     """
-    if kind not in ("strong", "weak"):
-        raise ValueError(f"kind must be 'strong' or 'weak', not {kind!r}")
+    if kind not in ("strong", "weak", None):
+        raise ValueError(f"kind must be 'strong', 'weak' or None (from the runs' scaling metadata), not {kind!r}")
     if group is not None and group not in GROUPS:
         raise ValueError(f"group must be one of {GROUPS} or None, not {group!r}")
     value_col = "elapsed" if metric == "time" else metric
@@ -80,7 +84,8 @@ def scaling(
     if table.empty:
         raise ValueError("no runs with a finite value and process count to analyse")
     curve_keys = keys + ([group] if group else [])
-    table = _derive(table, value_col, curve_keys, base, kind, metric == "time")
+    table, kind_source = _derive(table, value_col, curve_keys, base, kind, metric == "time")
+    kinds = sorted(set(table["scaling"]))
     if metric == "time" and group is None:
         table = _throughput(table, value_col, system_size, system_unit)
     if normalise:
@@ -89,13 +94,14 @@ def scaling(
         metric=metric,
         value_column=value_col,
         units=_units(data, metric),
-        kind=kind,
+        kind=kinds[0] if len(kinds) == 1 else "mixed",
+        kind_source=kind_source,
         by=keys,
         group=group or "",
         normalised=bool(normalise),
         elapsed_source=", ".join(sorted(set(table["source"]))),
     )
-    return _ordered(table, [*curve_keys, "run", "nprocs", *RUN_NUMBERS, value_col, "source"])
+    return _ordered(table, [*curve_keys, "run", "nprocs", *RUN_NUMBERS, value_col, "source", "scaling"])
 
 
 def _ordered(table: pd.DataFrame, first: list[str]) -> pd.DataFrame:
@@ -175,6 +181,8 @@ def _run_meta(ds: xr.Dataset, keys: list[str]) -> pd.DataFrame:
             meta[name] = ds[name].values.astype(float)
     for name in keys:
         meta[name] = ds[name].values
+    if "scaling" in ds.coords and "scaling" not in keys:
+        meta["scaling"] = ds["scaling"].values.astype(str)
     return meta
 
 
@@ -201,7 +209,7 @@ def _from_values(data: Any, nprocs: Any, elapsed: Any, by: ByArg) -> tuple[pd.Da
         missing = [c for c in (n_col, t_col, *keys) if c not in data.columns]
         if missing:
             raise ValueError(f"columns {missing} not in the DataFrame; have {list(data.columns)}")
-        extra = [c for c in data.columns if c in (*RUN_NUMBERS, "run") and c not in keys]
+        extra = [c for c in data.columns if c in (*RUN_NUMBERS, "run", "scaling") and c not in keys]
         frame = data[[*keys, *extra]].copy()
         frame["nprocs"] = data[n_col].astype(float)
         frame["value"] = data[t_col].astype(float)
@@ -241,24 +249,50 @@ def _curves(table: pd.DataFrame, keys: list[str]) -> Iterator[tuple[Any, pd.Data
     yield from table.groupby(keys, sort=False, dropna=False)
 
 
+def curve_scaling(sub: pd.DataFrame, kind: str | None, what: str = "these runs") -> tuple[str, str]:
+    """(``strong`` | ``weak``, where that came from) for one curve's runs.
+
+    ``kind`` (an argument) wins when the runs state nothing; runs stating both kinds, or a
+    ``kind`` contradicting them, are a ValueError naming the runs.
+    """
+    column = sub["scaling"] if "scaling" in sub.columns else pd.Series([""] * len(sub), index=sub.index)
+    stated = sorted({str(v) for v in column if isinstance(v, str) and v})
+    runs = sub["run"].astype(str).tolist() if "run" in sub.columns else []
+    if len(stated) > 1:
+        by_kind = {k: [r for r, v in zip(runs, column, strict=True) if v == k] for k in stated}
+        raise ValueError(f"{what} mix strong and weak scaling runs {by_kind}: a series is one or the other; "
+                         "select the runs of one kind, or pass by='scaling'")
+    if kind is not None and stated and stated[0] != kind:
+        raise ValueError(f"kind={kind!r} given, but the runs state scaling={stated[0]!r} ({runs}); "
+                         "correct the run metadata (scaling=...) if it is wrong")
+    if kind is not None:
+        return kind, "argument"
+    if stated:
+        return stated[0], "run metadata"
+    return "strong", "default (no run states its scaling)"
+
+
 def _derive(
-    table: pd.DataFrame, value_col: str, keys: list[str], base: float | str | None, kind: str, is_time: bool
-) -> pd.DataFrame:
-    """Add base_nprocs/base_value and speedup/efficiency (time) or ratio (other metrics)."""
-    parts = []
+    table: pd.DataFrame, value_col: str, keys: list[str], base: float | str | None, kind: str | None, is_time: bool
+) -> tuple[pd.DataFrame, str]:
+    """Add base_nprocs/base_value, ``scaling`` and speedup/efficiency (time) or ratio (other metrics)."""
+    parts, sources = [], set()
     for _, sub in _curves(table, keys):
         sub = sub.sort_values("nprocs", kind="stable").copy()
+        curve_kind, source = curve_scaling(sub, kind, f"the runs of curve {_describe(sub, keys)}")
+        sub["scaling"] = curve_kind
+        sources.add(source)
         sub["base_nprocs"], sub["base_value"] = _base(table, sub, value_col, base, keys)
         ideal = sub["nprocs"] / sub["base_nprocs"]
         if is_time:
             ratio = sub["base_value"] / sub[value_col]
             sub["ideal_speedup"] = ideal
-            sub["speedup"] = ratio if kind == "strong" else ratio * ideal
-            sub["efficiency"] = ratio / ideal if kind == "strong" else ratio
+            sub["speedup"] = ratio if curve_kind == "strong" else ratio * ideal
+            sub["efficiency"] = ratio / ideal if curve_kind == "strong" else ratio
         else:
             sub["ratio"] = sub[value_col] / sub["base_value"]
         parts.append(sub)
-    return pd.concat(parts)
+    return pd.concat(parts), ", ".join(sorted(sources))
 
 
 def _base(

@@ -15,7 +15,7 @@ import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.registry import get_format, sniff_format
-from perfkit.model import RUN_FIELDS, combine_runs
+from perfkit.model import RUN_FIELDS, RUN_OPTIONAL, combine_runs
 
 SIDECAR_SUFFIX = ".perfkit.json"
 
@@ -36,10 +36,10 @@ def sidecar_metadata(path: str | PathLike) -> dict[str, Any]:
                 raise PerfkitFormatError(cand, exc.lineno, f"sidecar is not valid JSON: {exc.msg}") from exc
             if not isinstance(meta, dict):
                 raise PerfkitFormatError(cand, 1, "sidecar must hold a JSON object of run metadata")
-            unknown = set(meta) - set(RUN_FIELDS)
+            unknown = set(meta) - set(RUN_FIELDS) - set(RUN_OPTIONAL)
             if unknown:
-                raise PerfkitFormatError(cand, None,
-                                         f"unknown run metadata {sorted(unknown)}; known: {list(RUN_FIELDS)}")
+                raise PerfkitFormatError(cand, None, f"unknown run metadata {sorted(unknown)}; "
+                                         f"known: {[*RUN_FIELDS, *RUN_OPTIONAL]}")
             return meta
     return {}
 
