@@ -21,6 +21,7 @@ from typing import Any
 import xarray as xr
 
 from perfkit.collect.lab.build import LabBuildError, binary, missing_tools
+from perfkit.collect.lab.compare import deviation, measured
 from perfkit.collect.lab.scenarios import SCENARIOS, Scenario
 from perfkit.collect.lab.truth import get_scenario, load_truth, save_truth, truth, truth_path
 
@@ -28,8 +29,10 @@ __all__ = [
     "LabBuildError",
     "LabRun",
     "UninstrumentedRun",
+    "deviation",
     "launch_command",
     "load_truth",
+    "measured",
     "missing_tools",
     "run",
     "run_uninstrumented",
