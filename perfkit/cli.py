@@ -160,3 +160,54 @@ def _summary(strategy: str, cost: Any, block: Any, info: dict[str, Any]) -> str:
     if info.get("kept_block"):
         lines.append("Scotch found nothing better than block placement; block placement written.")
     return "\n".join(lines)
+
+
+_COLLECT_EPILOG = """\
+The launch command follows '--' exactly as you would type it. The collector library is built on
+first use with your MPI's compiler wrappers (mpicc, and mpifort for Fortran programs; set MPICC /
+MPIFORT to use others) and preloaded into every rank: through Open MPI's 'mpirun -x', MPICH's or
+Intel MPI's 'mpiexec -genv', or the environment (srun, a single process).
+
+examples:
+  perfkit collect -o run.mpinside -- mpirun -np 4 ./app 10
+  perfkit collect -o run.mpinside --slt --collective-wait --matrices -- mpirun -np 4 ./app 10
+  perfkit collect -o run.mpinside --slt -- mpiexec -n 64 -ppn 32 ./app      (MPICH, Intel MPI)
+  perfkit collect -o run.mpinside --slt -- srun -n 256 ./app                (Slurm)
+  perfkit collect -o run.mpinside -- mpirun -np 4 python3 prog.py          (mpi4py)
+
+The exit status is the program's. OUT is written only when every rank reached MPI_Finalize, and
+atomically (a temporary file renamed). Read it with perfkit.open_profile(OUT). See docs/collector.md.
+"""
+
+
+@command("collect", "Profile an MPI program: per-rank, per-function MPI times, bytes and calls, as MPInside tables.")
+def _configure_collect(parser: argparse.ArgumentParser) -> Runner:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _COLLECT_EPILOG
+    parser.usage = "perfkit collect -o OUT [--slt] [--collective-wait] [--matrices] [--timeout S] -- LAUNCH..."
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="the profile to write (MPInside text tables), e.g. run.mpinside")
+    parser.add_argument("--slt", action="store_true",
+                        help="measure send-late time: the part of each receive (Recv, Sendrecv, the Wait/Test that "
+                             "completes an Irecv) spent because the matching send had not started yet; shown as "
+                             "w_MPI_<call>, the rest stays under MPI_<call> as transfer")
+    parser.add_argument("--collective-wait", action="store_true",
+                        help="insert a barrier before every collective and time it as b_MPI_<call>: the wait for "
+                             "the last rank to arrive; the collective's own column keeps the rest")
+    parser.add_argument("--matrices", action="store_true",
+                        help="record sender->receiver bytes, message counts and receive time, and message-size "
+                             "histograms per rank and call")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="stop the launch (and everything it started) after S seconds; exit status 124")
+    parser.add_argument("launch", nargs=argparse.REMAINDER, help="the launch command, after '--'")
+    return _run_collect
+
+
+def _run_collect(args: argparse.Namespace) -> int:
+    from perfkit.collect import collect
+
+    launch = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
+    result = collect(launch, args.output, slt=args.slt, collective_wait=args.collective_wait,
+                     matrices=args.matrices, timeout=args.timeout)
+    print(f"perfkit collect: {result.message}", file=sys.stderr)
+    return result.returncode

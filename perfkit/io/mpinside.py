@@ -7,6 +7,7 @@ The layout understood here is documented, with every assumption marked, in
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -284,7 +285,26 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
         _skip_preamble(path, head[: head.rfind(b"\n") + 1] or head)  # fail on junk before reading it all
         fh.seek(0)
         data = fh.read()
-    return _assemble(path, iter_blocks(path, data), run_metadata)
+    return _assemble(path, iter_blocks(path, data), {**_preamble_metadata(path, data), **run_metadata})
+
+
+_RUN_COMMENT = re.compile(rb"^[ \t]*#[ \t]*perfkit-run:[ \t]*(.*?)[ \t]*\r?$", re.M)
+
+
+def _preamble_metadata(path: Path, data: bytes) -> dict[str, Any]:
+    """Run metadata from a ``# perfkit-run: {json}`` comment before the first table (``perfkit collect`` writes one)."""
+    start, _ = _skip_preamble(path, data[:65536])
+    match = _RUN_COMMENT.search(data, 0, start)
+    if match is None:
+        return {}
+    line = data.count(b"\n", 0, match.start()) + 1
+    try:
+        meta = json.loads(match.group(1))
+    except ValueError as exc:
+        raise PerfkitFormatError(path, line, f"'# perfkit-run:' must be followed by a JSON object ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise PerfkitFormatError(path, line, "'# perfkit-run:' must be followed by a JSON object")
+    return meta
 
 
 def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.Dataset:

@@ -24,11 +24,12 @@ MATRICES = (("SIZE", "bytes", "%.0f"), ("REQUEST", "count", "%.0f"), ("TIME", "t
 
 
 def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str = "sparse",
-          with_calls: bool = False) -> Path | None:
+          with_calls: bool = False, preamble: str = "") -> Path | None:
     """Write the single run in ``ds`` to ``path`` (or an open text file); NaN is written as ``-----``.
 
     ``matrix_layout`` is ``"sparse"`` (``i j value`` rows, non-zeros only) or ``"dense"``.
     ``with_calls`` adds perfkit's ``Number of calls`` table (metric ``calls``), absent from MPInside.
+    ``preamble`` is written first (``#`` comment lines).
     """
     if ds.sizes.get("run", 1) != 1:
         raise ValueError("write() takes a Dataset holding one run; select it with ds.isel(run=[k])")
@@ -41,16 +42,17 @@ def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str =
     ranks = one["rank"].values
     tables = [t for t in TABLES if with_calls or t[0] != "calls"]
     if hasattr(path, "write"):
-        _write(path, one, profile, columns, ranks, tables, matrix_layout)
+        _write(path, one, profile, columns, ranks, tables, matrix_layout, preamble)
         return None
     path = Path(path)
     with open(path, "w") as fh:
-        _write(fh, one, profile, columns, ranks, tables, matrix_layout)
+        _write(fh, one, profile, columns, ranks, tables, matrix_layout, preamble)
     return path
 
 
 def _write(fh: TextIO, one: xr.Dataset, profile: xr.DataArray, columns: list[str], ranks: np.ndarray,
-           tables: list[tuple[str, str, str]], matrix_layout: str) -> None:
+           tables: list[tuple[str, str, str]], matrix_layout: str, preamble: str) -> None:
+    fh.write(preamble)
     for metric, title, fmt in tables:
         _table(fh, title, ["CPU", *columns], ranks, profile.sel(metric=metric).values, fmt)
     if "sizes" in one:

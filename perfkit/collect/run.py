@@ -1,0 +1,131 @@
+"""Run a launch command under the collector and leave one MPInside text file, atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from perfkit.collect.build import build_library
+from perfkit.collect.launch import with_environment
+from perfkit.collect.raw import read_raw
+from perfkit.io.mpinside_writer import write
+from perfkit.model import read_warnings
+
+TIMED_OUT = 124  # exit status reported when the launch was killed after `timeout`
+
+
+@dataclass(frozen=True)
+class CollectResult:
+    """What a collection left: the launch's exit status, the profile written (or None) and what happened."""
+
+    returncode: int
+    output: Path | None
+    message: str
+    seconds: float  # wall time of the launch [s]
+
+
+def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = False, collective_wait: bool = False,
+            matrices: bool = False, timeout: float | None = None, env: Mapping[str, str] | None = None,
+            cwd: str | os.PathLike | None = None) -> CollectResult:
+    """Run ``launch`` (e.g. ``["mpirun", "-np", "4", "./app"]``) with the collector preloaded.
+
+    ``output`` receives MPInside text tables (``perfkit.open_profile`` reads them) only when every rank
+    reached ``MPI_Finalize``; it is written to a temporary file beside it and renamed, so it is never
+    half a file. ``slt`` measures send-late time (``w_MPI_*``), ``collective_wait`` the barrier before
+    each collective (``b_MPI_*``), ``matrices`` the rank-to-rank matrices and message-size histograms.
+    ``timeout`` [s] kills the launch (and all it started) and reports exit status 124.
+    """
+    if not launch:
+        raise ValueError("nothing to launch: give the command after '--', e.g. -- mpirun -np 4 ./app")
+    library = build_library()
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".perfkit-collect-", dir=output.parent) as tmp:
+        raw = Path(tmp) / "raw"
+        preload = " ".join(p for p in (str(library), os.environ.get("LD_PRELOAD", "")) if p)
+        variables = {"LD_PRELOAD": preload, "PERFKIT_COLLECT_OUT": str(raw),
+                     "PERFKIT_COLLECT_SLT": str(int(slt)), "PERFKIT_COLLECT_COLLECTIVE_WAIT": str(int(collective_wait)),
+                     "PERFKIT_COLLECT_MATRICES": str(int(matrices))}
+        command, extra = with_environment(launch, variables)
+        start = time.perf_counter()
+        returncode = _run(command, {**os.environ, **(env or {}), **extra}, cwd, timeout)
+        seconds = time.perf_counter() - start
+        if returncode == TIMED_OUT and not raw.exists():
+            return CollectResult(returncode, None, f"the launch was stopped after {timeout:g} s; no profile written",
+                                 seconds)
+        if not raw.exists():
+            why = _exit_reason(returncode)
+            return CollectResult(returncode or 1, None, f"the program did not reach MPI_Finalize on every rank "
+                                                        f"({why}); no profile written to {output}", seconds)
+        ds = read_raw(raw, label=output.stem)
+        _write_atomically(ds, output)
+    one = ds.isel(run=0)
+    text = (f"wrote {output}: {int(one['nprocs'])} ranks on {int(one['nodes'])} node(s), mode {one['mode'].item()}, "
+            f"{float(one['elapsed']):.3f} s per rank at most")
+    for warning in read_warnings(ds):
+        text += f"\nwarning: {warning}"
+    if returncode:
+        text += f"\nthe program exited with status {returncode}"
+    return CollectResult(returncode, output, text, seconds)
+
+
+def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None, timeout: float | None) -> int:
+    """Run in a process group of its own, so a timeout or an interrupt stops everything it started."""
+    proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        return TIMED_OUT
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _exit_reason(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def _write_atomically(ds, output: Path) -> None:
+    one = ds.isel(run=0)
+    meta = {"mode": one["mode"].item(), "nodes": int(one["nodes"]), "system": one["system"].item(),
+}
+    if np.isfinite(float(one["ppn"])):
+        meta["ppn"] = int(one["ppn"])
+    preamble = f"# perfkit-run: {json.dumps(meta)}\n"
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as fh:
+            write(ds, fh, with_calls=True, preamble=preamble)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)

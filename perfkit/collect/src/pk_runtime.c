@@ -1,0 +1,748 @@
+/* perfkit collector runtime: accounting, send-late time, collective wait, matrices, output.
+ * Built with the user's mpicc together with the wrappers generated from perfkit/collect/signatures.py.
+ * See docs/collector.md for what is measured and how.
+ */
+#define _GNU_SOURCE
+#include "pk_runtime.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* provided by the generated wrappers */
+extern const int pk_nfunc;
+extern const char *const pk_fnames[];
+extern const int pk_fcollective[];
+
+enum { PK_NMETRIC = 6 };              /* time, calls, bytes_sent, calls_sent, bytes_recv, calls_recv */
+enum { M_TIME, M_CALLS, M_BSENT, M_CSENT, M_BRECV, M_CRECV };
+enum { PART_MAIN, PART_W, PART_B, PK_NPART };
+enum { PK_NBIN = 66 };                /* size bins: 0 bytes, then [2^k, 2^(k+1)) labelled 2^k */
+enum { ROW = 10 };                    /* doubles per output record */
+
+static int pk_on;                     /* profiling between the end of MPI_Init and MPI_Finalize */
+static int pk_depth;                  /* > 0 inside a profiled call: nested MPI calls pass through */
+static pthread_t pk_thread;           /* the thread that initialised MPI; others are not profiled */
+static int opt_slt, opt_cw, opt_mat;
+static int world_rank, world_size;
+static double clock_offset;           /* add to the local clock to get rank 0's clock [s] */
+static double t_init_end, mpi_time;   /* [s] */
+static double *stats;                 /* [nfunc][PK_NPART][PK_NMETRIC] */
+static double *hist;                  /* [nfunc][PK_NBIN][2]: count, time */
+static double *mat;                   /* [world_size][3]: bytes, count, time received from each rank */
+static int *call_src;                 /* world ranks of the receives completed by the current call */
+static int call_src_cap;
+static long unmatched_piggybacks;
+static long other_thread_calls;
+
+static inline double pk_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *pk_calloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        fprintf(stderr, "perfkit collect: out of memory\n");
+        PMPI_Abort(MPI_COMM_WORLD, 70);
+    }
+    return p;
+}
+
+static inline double *stat_of(int fid, int part) { return stats + ((size_t)fid * PK_NPART + part) * PK_NMETRIC; }
+
+static inline int size_bin(double bytes) {
+    if (bytes < 1) return 0;
+    int b = 1 + (int)floor(log2(bytes));
+    return b < PK_NBIN ? b : PK_NBIN - 1;
+}
+
+static inline void add_hist(int fid, double bytes, double time) {
+    if (!opt_mat) return;
+    double *h = hist + ((size_t)fid * PK_NBIN + size_bin(bytes)) * 2;
+    h[0] += 1;
+    h[1] += time;
+}
+
+/* ---------- open-addressing maps: handle -> record (linear probing, backward-shift deletion) ---------- */
+
+typedef struct {
+    uint64_t key;
+    int used;
+    int kind;                        /* requests: 1 receive, 2 persistent send; comms: unused */
+    int persistent, fid, count, dest, tag;
+    MPI_Datatype type;
+    MPI_Comm comm;                   /* requests: the user communicator */
+    MPI_Comm shadow;                 /* comms: the piggyback communicator (MPI_COMM_NULL if none) */
+    int *world;                      /* comms: world rank of each (remote) rank, NULL until needed */
+    int size, inter;
+} pk_rec;
+
+typedef struct {
+    pk_rec *slots;
+    size_t cap, n;
+} pk_map;
+
+static pk_map requests, comms;
+
+static inline uint64_t key_of(const void *handle, size_t size) {
+    uint64_t k = 0;
+    memcpy(&k, handle, size < sizeof k ? size : sizeof k);
+    return k;
+}
+#define REQ_KEY(r) key_of(&(r), sizeof(MPI_Request))
+#define COMM_KEY(c) key_of(&(c), sizeof(MPI_Comm))
+
+static inline size_t hash64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static pk_rec *map_find(pk_map *m, uint64_t key) {
+    if (!m->n) return NULL;
+    for (size_t i = hash64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->slots[i].used) return NULL;
+        if (m->slots[i].key == key) return &m->slots[i];
+    }
+}
+
+static pk_rec *map_put(pk_map *m, uint64_t key);
+
+static void map_grow(pk_map *m) {
+    pk_map old = *m;
+    m->cap = old.cap ? old.cap * 2 : 64;
+    m->n = 0;
+    m->slots = pk_calloc(m->cap, sizeof(pk_rec));
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.slots[i].used) *map_put(m, old.slots[i].key) = old.slots[i];
+    free(old.slots);
+}
+
+static pk_rec *map_put(pk_map *m, uint64_t key) {
+    if (2 * (m->n + 1) > m->cap) map_grow(m);
+    size_t i = hash64(key) & (m->cap - 1);
+    while (m->slots[i].used && m->slots[i].key != key) i = (i + 1) & (m->cap - 1);
+    if (!m->slots[i].used) m->n++;
+    memset(&m->slots[i], 0, sizeof(pk_rec));
+    m->slots[i].used = 1;
+    m->slots[i].key = key;
+    return &m->slots[i];
+}
+
+static void map_del(pk_map *m, pk_rec *r) {
+    size_t i = (size_t)(r - m->slots), j = i;
+    m->slots[i].used = 0;
+    m->n--;
+    for (;;) {
+        j = (j + 1) & (m->cap - 1);
+        if (!m->slots[j].used) return;
+        size_t home = hash64(m->slots[j].key) & (m->cap - 1);
+        /* move j back to i if its home is not in (i, j] cyclically */
+        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+            m->slots[i] = m->slots[j];
+            m->slots[j].used = 0;
+            i = j;
+        }
+    }
+}
+
+/* ---------- communicators ---------- */
+
+static pk_rec *comm_rec(MPI_Comm comm) {
+    pk_rec *r = map_find(&comms, COMM_KEY(comm));
+    if (r) return r;
+    r = map_put(&comms, COMM_KEY(comm));
+    r->shadow = MPI_COMM_NULL;
+    r->comm = comm;
+    PMPI_Comm_test_inter(comm, &r->inter);
+    if (r->inter)
+        PMPI_Comm_remote_size(comm, &r->size);
+    else
+        PMPI_Comm_size(comm, &r->size);
+    return r;
+}
+
+static int to_world(pk_rec *r, int rank) {
+    if (r->comm == MPI_COMM_WORLD) return rank;
+    if (!r->world) {
+        MPI_Group g, wg;
+        int *idx = pk_calloc((size_t)r->size, sizeof(int));
+        r->world = pk_calloc((size_t)r->size, sizeof(int));
+        for (int i = 0; i < r->size; i++) idx[i] = i;
+        if (r->inter)
+            PMPI_Comm_remote_group(r->comm, &g);
+        else
+            PMPI_Comm_group(r->comm, &g);
+        PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+        PMPI_Group_translate_ranks(g, r->size, idx, wg, r->world);
+        PMPI_Group_free(&g);
+        PMPI_Group_free(&wg);
+        free(idx);
+    }
+    return rank >= 0 && rank < r->size ? r->world[rank] : MPI_UNDEFINED;
+}
+
+void pk_comm_new(pk_call *c, MPI_Comm comm) {
+    if (c->fid < 0 || comm == MPI_COMM_NULL) return;
+    pk_rec *r = comm_rec(comm);
+    if (opt_slt && r->shadow == MPI_COMM_NULL) PMPI_Comm_dup(comm, &r->shadow);
+}
+
+void pk_comm_free(pk_call *c, MPI_Comm comm) {
+    if (c->fid < 0) return;
+    pk_rec *r = map_find(&comms, COMM_KEY(comm));
+    if (!r) return;
+    if (r->shadow != MPI_COMM_NULL) PMPI_Comm_free(&r->shadow);
+    free(r->world);
+    map_del(&comms, r);
+}
+
+/* ---------- send-late time: piggybacked send start times on the shadow communicator ---------- */
+
+typedef struct {
+    double when;
+    MPI_Request req;
+} pk_piggyback;
+
+static pk_piggyback **pb_chunks;
+static int pb_nchunks;
+static size_t pb_cursor;
+enum { PB_CHUNK = 1024 };
+
+static pk_piggyback *pb_slot(void) {
+    size_t total = (size_t)pb_nchunks * PB_CHUNK;
+    for (size_t probe = 0; probe < total; probe++) {
+        pk_piggyback *s = &pb_chunks[pb_cursor / PB_CHUNK][pb_cursor % PB_CHUNK];
+        pb_cursor = (pb_cursor + 1) % total;
+        if (s->req != MPI_REQUEST_NULL) {
+            int done = 0;
+            PMPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
+            if (!done) continue;
+        }
+        return s;
+    }
+    pb_chunks = realloc(pb_chunks, (size_t)(pb_nchunks + 1) * sizeof *pb_chunks);
+    pb_chunks[pb_nchunks] = pk_calloc(PB_CHUNK, sizeof(pk_piggyback));
+    for (int i = 0; i < PB_CHUNK; i++) pb_chunks[pb_nchunks][i].req = MPI_REQUEST_NULL;
+    pb_cursor = total + 1;
+    return &pb_chunks[pb_nchunks++][0];
+}
+
+static void piggyback_send(double when, int dest, int tag, MPI_Comm comm) {
+    if (!opt_slt || dest < 0) return; /* MPI_PROC_NULL */
+    pk_rec *r = map_find(&comms, COMM_KEY(comm));
+    if (!r || r->shadow == MPI_COMM_NULL) return;
+    pk_piggyback *s = pb_slot();
+    s->when = when + clock_offset;
+    PMPI_Isend(&s->when, 1, MPI_DOUBLE, dest, tag, r->shadow, &s->req);
+}
+
+/* the send start time of the message just received, on this rank's clock; NAN without one */
+static double piggyback_recv(MPI_Comm comm, int source, int tag) {
+    if (!opt_slt || source < 0) return NAN;
+    pk_rec *r = map_find(&comms, COMM_KEY(comm));
+    if (!r || r->shadow == MPI_COMM_NULL) return NAN;
+    double when;
+    PMPI_Recv(&when, 1, MPI_DOUBLE, source, tag, r->shadow, MPI_STATUS_IGNORE);
+    return when - clock_offset;
+}
+
+static void piggyback_drain(void) {
+    double deadline = pk_now() + 2.0;
+    for (int k = 0; k < pb_nchunks; k++)
+        for (int i = 0; i < PB_CHUNK; i++) {
+            MPI_Request *req = &pb_chunks[k][i].req;
+            int done = *req == MPI_REQUEST_NULL;
+            while (!done && pk_now() < deadline) PMPI_Test(req, &done, MPI_STATUS_IGNORE);
+            if (!done) { /* its receive never completed a matching message */
+                unmatched_piggybacks++;
+                PMPI_Cancel(req);
+                PMPI_Request_free(req);
+            }
+        }
+}
+
+/* ---------- calls ---------- */
+
+int pk_enter(pk_call *c, int fid) {
+    c->fid = -1;
+    if (!pk_on || pk_depth) return 0;
+    if (!pthread_equal(pthread_self(), pk_thread)) {
+        other_thread_calls++;
+        return 0;
+    }
+    pk_depth = 1;
+    c->fid = fid;
+    c->tb = c->slt = 0;
+    c->slt_measured = c->nsrc = 0;
+    c->t0 = pk_now();
+    return 1;
+}
+
+void pk_leave(pk_call *c) {
+    if (c->fid < 0) return;
+    double dur = pk_now() - c->t0;
+    double w = c->slt < dur ? c->slt : dur;
+    double *s = stat_of(c->fid, PART_MAIN);
+    s[M_TIME] += dur - w;
+    s[M_CALLS] += 1;
+    if (c->slt_measured) {
+        double *sw = stat_of(c->fid, PART_W);
+        sw[M_TIME] += w;
+        sw[M_CALLS] += 1;
+    }
+    if (opt_cw && pk_fcollective[c->fid]) {
+        double *sb = stat_of(c->fid, PART_B);
+        sb[M_TIME] += c->tb;
+        sb[M_CALLS] += 1;
+    }
+    if (opt_mat)
+        for (int i = 0; i < c->nsrc; i++) mat[3 * (size_t)call_src[i] + 2] += dur / c->nsrc;
+    mpi_time += dur + c->tb;
+    pk_depth = 0;
+}
+
+static inline double *main_stat(pk_call *c) { return stat_of(c->fid, PART_MAIN); }
+
+void pk_send(pk_call *c, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    if (c->fid < 0 || dest == MPI_PROC_NULL) return;
+    double bytes = (double)count * pk_tsize(type);
+    double *s = main_stat(c);
+    s[M_BSENT] += bytes;
+    s[M_CSENT] += 1;
+    add_hist(c->fid, bytes, 0);
+    piggyback_send(c->t0, dest, tag, comm);
+}
+
+static void received(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *st) {
+    int cancelled = 0;
+    if (st->MPI_SOURCE < 0) return; /* MPI_PROC_NULL, or an inactive request */
+    PMPI_Test_cancelled(st, &cancelled);
+    if (cancelled) return;
+    double t_data = pk_now();
+    int nbytes = 0;
+    PMPI_Get_count(st, MPI_BYTE, &nbytes);
+    double *s = stat_of(fid_post, PART_MAIN);
+    s[M_BRECV] += nbytes;
+    s[M_CRECV] += 1;
+    add_hist(fid_post, nbytes, 0);
+    pk_rec *r = comm_rec(comm);
+    int src = to_world(r, st->MPI_SOURCE);
+    if (opt_mat && src >= 0 && src < world_size) {
+        mat[3 * (size_t)src] += nbytes;
+        mat[3 * (size_t)src + 1] += 1;
+        if (c->nsrc == call_src_cap) {
+            call_src_cap = call_src_cap ? 2 * call_src_cap : 16;
+            call_src = realloc(call_src, (size_t)call_src_cap * sizeof(int));
+        }
+        call_src[c->nsrc++] = src;
+    }
+    double sent = piggyback_recv(comm, st->MPI_SOURCE, st->MPI_TAG);
+    if (!isnan(sent)) {
+        double late = sent - c->t0, span = t_data - c->t0;
+        late = late < 0 ? 0 : (late > span ? span : late);
+        if (late > c->slt) c->slt = late;
+        c->slt_measured = 1;
+    }
+}
+
+void pk_recv_done(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *status) {
+    if (c->fid < 0) return;
+    received(c, fid_post, comm, status);
+}
+
+void pk_sendrecv_done(pk_call *c, MPI_Comm comm, MPI_Status *status) {
+    if (c->fid < 0) return;
+    received(c, c->fid, comm, status);
+}
+
+void pk_req_recv(pk_call *c, MPI_Request req, MPI_Comm comm, int persistent) {
+    if (c->fid < 0 || req == MPI_REQUEST_NULL) return;
+    pk_rec *r = map_put(&requests, REQ_KEY(req));
+    r->kind = 1;
+    r->persistent = persistent;
+    r->fid = c->fid;
+    r->comm = comm;
+}
+
+void pk_req_psend(pk_call *c, MPI_Request req, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    if (c->fid < 0 || req == MPI_REQUEST_NULL) return;
+    pk_rec *r = map_put(&requests, REQ_KEY(req));
+    r->kind = 2;
+    r->persistent = 1;
+    r->fid = c->fid;
+    r->count = count;
+    r->type = type;
+    r->dest = dest;
+    r->tag = tag;
+    r->comm = comm;
+}
+
+void pk_start(pk_call *c, int n, const MPI_Request reqs[]) {
+    if (c->fid < 0) return;
+    for (int i = 0; i < n; i++) {
+        pk_rec *r = map_find(&requests, REQ_KEY(reqs[i]));
+        if (!r || r->kind != 2 || r->dest == MPI_PROC_NULL) continue;
+        double bytes = (double)r->count * pk_tsize(r->type);
+        double *s = stat_of(r->fid, PART_MAIN);
+        s[M_BSENT] += bytes;
+        s[M_CSENT] += 1;
+        add_hist(r->fid, bytes, 0);
+        piggyback_send(c->t0, r->dest, r->tag, r->comm);
+    }
+}
+
+void pk_request_free(pk_call *c, MPI_Request req) {
+    if (c->fid < 0) return;
+    pk_rec *r = map_find(&requests, REQ_KEY(req));
+    if (r) map_del(&requests, r);
+}
+
+static MPI_Request *snap;
+static int snap_cap;
+
+MPI_Request *pk_snapshot(pk_call *c, int n, const MPI_Request reqs[]) {
+    if (c->fid < 0 || n <= 0) return NULL;
+    if (n > snap_cap) {
+        snap_cap = n > 2 * snap_cap ? n : 2 * snap_cap;
+        snap = realloc(snap, (size_t)snap_cap * sizeof(MPI_Request));
+    }
+    memcpy(snap, reqs, (size_t)n * sizeof(MPI_Request));
+    return snap;
+}
+
+/* done == NULL: all n completed; else done[k] are the indices of the completed requests (n of them) */
+void pk_completed(pk_call *c, const MPI_Request *snapshot, int n, const int *done, MPI_Status *statuses) {
+    if (c->fid < 0 || !snapshot) return;
+    for (int k = 0; k < n; k++) {
+        int i = done ? done[k] : k;
+        if (i < 0) continue;
+        pk_rec *r = map_find(&requests, REQ_KEY(snapshot[i]));
+        if (!r) continue;
+        if (r->kind == 1) received(c, r->fid, r->comm, &statuses[done ? k : i]);
+        if (!r->persistent) map_del(&requests, r);
+    }
+}
+
+static MPI_Status *status_buf;
+static int status_cap;
+MPI_Status *pk_statuses(int n) {
+    if (n > status_cap) {
+        status_cap = n;
+        status_buf = realloc(status_buf, (size_t)n * sizeof(MPI_Status));
+    }
+    return status_buf;
+}
+
+static int *int_buf;
+static int int_cap;
+int *pk_ints(int n) {
+    if (n > int_cap) {
+        int_cap = n;
+        int_buf = realloc(int_buf, (size_t)n * sizeof(int));
+    }
+    return int_buf;
+}
+
+/* ---------- collectives ---------- */
+
+void pk_coll_wait(pk_call *c, MPI_Comm comm) {
+    if (c->fid < 0 || !opt_cw) return;
+    double t = pk_now();
+    PMPI_Barrier(comm);
+    c->t0 = pk_now();
+    c->tb = c->t0 - t;
+}
+
+double pk_tsize(MPI_Datatype type) {
+    static MPI_Datatype last = MPI_DATATYPE_NULL;
+    static int last_size;
+    if (type == MPI_DATATYPE_NULL) return 0;
+    if (type != last) {
+        PMPI_Type_size(type, &last_size);
+        last = type;
+    }
+    return last_size;
+}
+
+double pk_bytes(const void *sendbuf, int count, MPI_Datatype type, int alt_count, MPI_Datatype alt_type) {
+    if (sendbuf == MPI_IN_PLACE) return (double)alt_count * pk_tsize(alt_type);
+    return (double)count * pk_tsize(type);
+}
+
+static void coll_account(pk_call *c, double sent, double recv) {
+    double *s = main_stat(c);
+    if (sent > 0) {
+        s[M_BSENT] += sent;
+        s[M_CSENT] += 1;
+    }
+    if (recv > 0) {
+        s[M_BRECV] += recv;
+        s[M_CRECV] += 1;
+    }
+    add_hist(c->fid, sent > recv ? sent : recv, 0);
+}
+
+/* Bcast/Scatter (root_sends=1): root sends bytes_each to every other rank; Reduce/Gather: the reverse */
+void pk_coll_rooted(pk_call *c, double bytes_each, int root, MPI_Comm comm, int root_sends) {
+    if (c->fid < 0) return;
+    pk_rec *r = comm_rec(comm);
+    if (r->inter) return;
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    double many = bytes_each * (r->size - 1);
+    if (me == root)
+        coll_account(c, root_sends ? many : 0, root_sends ? 0 : many);
+    else
+        coll_account(c, root_sends ? 0 : bytes_each, root_sends ? bytes_each : 0);
+}
+
+void pk_coll_rooted_v(pk_call *c, const int counts[], MPI_Datatype type, double own_bytes, int root, MPI_Comm comm,
+                      int root_sends) {
+    if (c->fid < 0) return;
+    pk_rec *r = comm_rec(comm);
+    if (r->inter) return;
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    if (me != root) {
+        coll_account(c, root_sends ? 0 : own_bytes, root_sends ? own_bytes : 0);
+        return;
+    }
+    double total = 0, size = pk_tsize(type);
+    for (int i = 0; i < r->size; i++)
+        if (i != root) total += (double)counts[i] * size;
+    coll_account(c, root_sends ? total : 0, root_sends ? 0 : total);
+}
+
+/* to_all: the rank exchanges with every other rank (Allgather, Alltoall); else one logical transfer each way */
+void pk_coll_all(pk_call *c, double sent_each, double recv_each, MPI_Comm comm, int to_all) {
+    if (c->fid < 0) return;
+    pk_rec *r = comm_rec(comm);
+    double k = to_all ? (double)(r->inter ? r->size : r->size - 1) : 1.0;
+    coll_account(c, sent_each * k, recv_each * k);
+}
+
+void pk_coll_all_v(pk_call *c, const int scounts[], MPI_Datatype stype, double sent_each, const int rcounts[],
+                   MPI_Datatype rtype, MPI_Comm comm) {
+    if (c->fid < 0) return;
+    pk_rec *r = comm_rec(comm);
+    int me = -1;
+    if (!r->inter) PMPI_Comm_rank(comm, &me);
+    double sent = 0, recv = 0, ss = pk_tsize(stype), rs = pk_tsize(rtype);
+    for (int i = 0; i < r->size; i++) {
+        if (i == me) continue;
+        sent += scounts ? (double)scounts[i] * ss : sent_each;
+        recv += (double)rcounts[i] * rs;
+    }
+    coll_account(c, sent, recv);
+}
+
+/* ---------- clocks ---------- */
+
+/* offset of this rank's clock to rank 0's: node leaders ping-pong with rank 0 (minimum round trip
+ * of 16), ranks on a node share their leader's clock (CLOCK_MONOTONIC is per machine). */
+static double clock_sync(void) {
+    MPI_Comm node, leaders = MPI_COMM_NULL;
+    int node_rank;
+    double offset = 0;
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+    PMPI_Comm_rank(node, &node_rank);
+    PMPI_Comm_split(MPI_COMM_WORLD, node_rank == 0 ? 0 : MPI_UNDEFINED, world_rank, &leaders);
+    if (leaders != MPI_COMM_NULL) {
+        int lrank, lsize;
+        PMPI_Comm_rank(leaders, &lrank);
+        PMPI_Comm_size(leaders, &lsize);
+        for (int peer = 1; peer < lsize; peer++) {
+            if (lrank == 0) {
+                for (int k = 0; k < 16; k++) {
+                    double t;
+                    PMPI_Recv(&t, 1, MPI_DOUBLE, peer, 0, leaders, MPI_STATUS_IGNORE);
+                    t = pk_now();
+                    PMPI_Send(&t, 1, MPI_DOUBLE, peer, 0, leaders);
+                }
+            } else if (lrank == peer) {
+                double best = INFINITY;
+                for (int k = 0; k < 16; k++) {
+                    double t1 = pk_now(), t0;
+                    PMPI_Send(&t1, 1, MPI_DOUBLE, 0, 0, leaders);
+                    PMPI_Recv(&t0, 1, MPI_DOUBLE, 0, 0, leaders, MPI_STATUS_IGNORE);
+                    double t2 = pk_now();
+                    if (t2 - t1 < best) {
+                        best = t2 - t1;
+                        offset = t0 - 0.5 * (t1 + t2);
+                    }
+                }
+            }
+        }
+        PMPI_Comm_free(&leaders);
+    }
+    PMPI_Bcast(&offset, 1, MPI_DOUBLE, 0, node);
+    PMPI_Comm_free(&node);
+    return offset;
+}
+
+/* ---------- life cycle ---------- */
+
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+void pk_init_begin(double *t_start) { *t_start = pk_now(); }
+
+void pk_init_end(double t_start, int fid) {
+    static int done;
+    if (done) return;
+    done = 1;
+    opt_slt = env_flag("PERFKIT_COLLECT_SLT");
+    opt_cw = env_flag("PERFKIT_COLLECT_COLLECTIVE_WAIT");
+    opt_mat = env_flag("PERFKIT_COLLECT_MATRICES");
+    pk_thread = pthread_self();
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    stats = pk_calloc((size_t)pk_nfunc * PK_NPART * PK_NMETRIC, sizeof(double));
+    hist = pk_calloc((size_t)pk_nfunc * PK_NBIN * 2, sizeof(double));
+    mat = pk_calloc(opt_mat ? (size_t)world_size * 3 : 1, sizeof(double));
+    clock_offset = opt_slt ? clock_sync() : 0;
+    pk_call c = {.fid = 0};
+    pk_comm_new(&c, MPI_COMM_WORLD);
+    pk_comm_new(&c, MPI_COMM_SELF);
+    t_init_end = pk_now();
+    double *s = stat_of(fid, PART_MAIN);
+    s[M_TIME] += t_init_end - t_start;
+    s[M_CALLS] += 1;
+    pk_on = 1;
+}
+
+/* this rank's records, ROW doubles each: (0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv,
+ * calls_recv) with fid -1 for Compute; (1, rank, fid, bin, count, time); (2, rank, source, 0, bytes, count, time) */
+static double *pack(size_t *nrows, double compute) {
+    size_t n = 1, cap = 64;
+    double *rows = pk_calloc(cap * ROW, sizeof(double));
+    double *row = rows;
+    row[0] = 0, row[1] = world_rank, row[2] = -1, row[3] = 0, row[4] = compute, row[5] = 1;
+#define NEW_ROW()                                                          \
+    do {                                                                   \
+        if (n == cap) {                                                    \
+            cap *= 2;                                                      \
+            rows = realloc(rows, cap * ROW * sizeof(double));              \
+            if (!rows) PMPI_Abort(MPI_COMM_WORLD, 70);                     \
+        }                                                                  \
+        row = rows + n++ * ROW;                                            \
+        memset(row, 0, ROW * sizeof(double));                              \
+    } while (0)
+    for (int f = 0; f < pk_nfunc; f++)
+        for (int p = 0; p < PK_NPART; p++) {
+            double *s = stat_of(f, p);
+            if (s[M_CALLS] == 0) continue;
+            NEW_ROW();
+            row[0] = 0, row[1] = world_rank, row[2] = f, row[3] = p;
+            memcpy(row + 4, s, PK_NMETRIC * sizeof(double));
+        }
+    for (int f = 0; opt_mat && f < pk_nfunc; f++)
+        for (int b = 0; b < PK_NBIN; b++) {
+            double *h = hist + ((size_t)f * PK_NBIN + b) * 2;
+            if (h[0] == 0) continue;
+            NEW_ROW();
+            row[0] = 1, row[1] = world_rank, row[2] = f, row[3] = b, row[4] = h[0], row[5] = h[1];
+        }
+    for (int src = 0; opt_mat && src < world_size; src++) {
+        double *m = mat + 3 * (size_t)src;
+        if (m[1] == 0) continue;
+        NEW_ROW();
+        row[0] = 2, row[1] = world_rank, row[2] = src, row[4] = m[0], row[5] = m[1], row[6] = m[2];
+    }
+#undef NEW_ROW
+    *nrows = n;
+    return rows;
+}
+
+static void write_output(const char *path, const double *rows, size_t nrows, const char *hosts, double drift,
+                         long unmatched, long other) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *fh = fopen(tmp, "wb");
+    if (!fh) {
+        fprintf(stderr, "perfkit collect: cannot write %s\n", tmp);
+        return;
+    }
+    fprintf(fh, "perfkit-collect 1\nranks %d\nfunctions %d\n", world_size, pk_nfunc);
+    for (int f = 0; f < pk_nfunc; f++) fprintf(fh, "%s %d\n", pk_fnames[f], pk_fcollective[f]);
+    fprintf(fh, "options slt=%d collective_wait=%d matrices=%d\n", opt_slt, opt_cw, opt_mat);
+    fprintf(fh, "clock_drift %.9g\nunmatched_piggybacks %ld\nother_thread_calls %ld\n", drift, unmatched, other);
+    for (int r = 0; r < world_size; r++) fprintf(fh, "host %d %s\n", r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+    fprintf(fh, "rows %zu\n", nrows);
+    size_t ok = fwrite(rows, sizeof(double) * ROW, nrows, fh);
+    if (fclose(fh) != 0 || ok != nrows || rename(tmp, path) != 0) {
+        fprintf(stderr, "perfkit collect: could not write %s\n", path);
+        unlink(tmp);
+    }
+}
+
+void pk_finalize(void) {
+    if (!pk_on) return;
+    double t_fin = pk_now();
+    pk_on = 0;
+    double compute = (t_fin - t_init_end) - mpi_time;
+    piggyback_drain();
+    double drift = 0, offset_now = opt_slt ? clock_sync() : 0, max_drift = 0;
+    drift = fabs(offset_now - clock_offset);
+    long counts[2] = {unmatched_piggybacks, other_thread_calls}, totals[2];
+    PMPI_Reduce(&drift, &max_drift, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(counts, totals, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+
+    size_t nrows;
+    double *rows = pack(&nrows, compute);
+    int mine = (int)(nrows * ROW), *lens = NULL, *displs = NULL;
+    char name[MPI_MAX_PROCESSOR_NAME] = {0}, *hosts = NULL;
+    int namelen;
+    PMPI_Get_processor_name(name, &namelen);
+    if (world_rank == 0) {
+        lens = pk_calloc((size_t)world_size, sizeof(int));
+        displs = pk_calloc((size_t)world_size, sizeof(int));
+        hosts = pk_calloc((size_t)world_size, MPI_MAX_PROCESSOR_NAME);
+    }
+    PMPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+    PMPI_Gather(&mine, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    double *all = NULL;
+    size_t total = 0;
+    if (world_rank == 0) {
+        for (int r = 0; r < world_size; r++) {
+            displs[r] = (int)total;
+            total += (size_t)lens[r];
+        }
+        all = pk_calloc(total, sizeof(double));
+    }
+    PMPI_Gatherv(rows, mine, MPI_DOUBLE, all, lens, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    const char *path = getenv("PERFKIT_COLLECT_OUT");
+    if (world_rank == 0 && path && *path)
+        write_output(path, all, total / ROW, hosts, max_drift, totals[0], totals[1]);
+    free(rows);
+    free(all);
+    free(lens);
+    free(displs);
+    free(hosts);
+}
+
+/* ---------- Fortran ---------- */
+
+/* Open MPI's Fortran MPI_IN_PLACE is the address of a common block */
+extern int mpi_fortran_in_place_ __attribute__((weak));
+extern int mpi_fortran_in_place __attribute__((weak));
+extern int mpi_fortran_in_place__ __attribute__((weak));
+
+const void *pk_f_buf(const void *buf) {
+    if ((&mpi_fortran_in_place_ && buf == (const void *)&mpi_fortran_in_place_) ||
+        (&mpi_fortran_in_place && buf == (const void *)&mpi_fortran_in_place) ||
+        (&mpi_fortran_in_place__ && buf == (const void *)&mpi_fortran_in_place__))
+        return MPI_IN_PLACE;
+    return buf;
+}
