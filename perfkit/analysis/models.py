@@ -42,6 +42,7 @@ RISE_TOLERANCE = 0.05  #: relative rise in time between process counts that Amda
 SIMPLER_WITHIN = 0.05  #: prefer fewer PMNF terms when their LOO error is within this factor
 SLOWER_BY = 0.01  #: relative rise past the best N that counts as "gets slower"
 SHORTLIST = 40  #: PMNF hypotheses per term count cross-validated (best fits on all points)
+CI_METHODS = ("profile", "delta", "bootstrap")  #: fit_amdahl interval methods (docs/scaling.md)
 
 
 # --- results ------------------------------------------------------------------------------
@@ -180,6 +181,7 @@ def fit_amdahl(
     elapsed: Any = None,
     *,
     level: float = 0.95,
+    ci: str = "profile",
     n_boot: int = 2000,
     random_state: int = 0,
     scaling: str | None = None,
@@ -188,31 +190,40 @@ def fit_amdahl(
 
     ``nprocs`` may be a Dataset or a :func:`perfkit.scaling` table instead of arrays. A series
     stated weak (``scaling="weak"``, or the runs' ``scaling`` metadata) is refused: Amdahl's law
-    is about a fixed total problem; use :func:`fit_gustafson`. ``p_ci``
-    is a bootstrap over repetitions (runs repeated at the same N, resampled within each N) when
-    there are any, else from the fit covariance (delta method, Student t).
+    is about a fixed total problem; use :func:`fit_gustafson`.
+
+    ``p_ci`` (``level``, e.g. 95 %) is by default the profile-likelihood interval: every P in
+    [0, 1] whose best fit is not worse than the best fit by more than the F(1, n - 2) quantile
+    of the relative residuals allows. It stays honest at the bounds (P = 0 or 1) and with few or
+    uneven repetitions (docs/scaling.md compares it with the alternatives: ``ci="delta"`` for
+    the fit-covariance (delta method) interval, ``ci="bootstrap"`` for a pairs bootstrap of
+    ``n_boot`` resamples seeded by ``random_state``).
     """
+    if ci not in CI_METHODS:
+        raise ValueError(f"ci must be one of {CI_METHODS}, not {ci!r}")
     _require_scaling(nprocs, scaling, "strong", "fit_amdahl")
     n, t = _points(nprocs, elapsed)
     base = _fit_terms(n, t, AMDAHL_TERMS, "amdahl")
     a, b = base.coef
     p = b / (a + b)
-    repeated = len(n) > len(np.unique(n))
-    if repeated:
-        boot = _bootstrap(n, t, AMDAHL_TERMS, n_boot, random_state)
-        p_boot = boot[:, 1] / boot.sum(axis=1)
-        p_ci = tuple(float(q) for q in np.nanquantile(p_boot, [(1 - level) / 2, (1 + level) / 2]))
-        cov, method = np.cov(boot.T), f"bootstrap over repetitions ({n_boot} resamples)"
-    else:
+    if ci == "profile":
+        p_ci = _amdahl_profile_interval(n, t, level)
+        method = f"profile likelihood (F(1, {len(n) - 2}) on relative residuals)"
+    elif ci == "delta":
         grad = np.array([-b, a]) / (a + b) ** 2
         half = _t_quantile(level, len(n) - 2) * np.sqrt(max(grad @ base.coef_cov @ grad, 0.0))
-        p_ci, cov, method = (p - half, p + half), base.coef_cov, "fit covariance (delta method)"
+        p_ci, method = (p - half, p + half), "fit covariance (delta method)"
+    else:
+        boot = _pairs_bootstrap(n, t, AMDAHL_TERMS, n_boot, random_state)
+        p_boot = boot[:, 1] / boot.sum(axis=1)
+        p_ci = tuple(float(q) for q in np.nanquantile(p_boot, [(1 - level) / 2, (1 + level) / 2]))
+        method = f"pairs bootstrap ({len(boot)} resamples)"
     quality = _with_warnings(base.quality, _rises(n, t))
     return AmdahlFit(
         name="amdahl",
         terms=AMDAHL_TERMS,
         coef=base.coef,
-        coef_cov=cov,
+        coef_cov=base.coef_cov,
         nprocs=n,
         elapsed=t,
         quality=quality,
@@ -221,6 +232,40 @@ def fit_amdahl(
         serial_time=float(a + b),
         ci_method=method,
     )
+
+
+def _amdahl_profile_ssr(n: np.ndarray, t: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Least relative sum of squares over T1 at each parallel fraction ``p`` (closed form).
+
+    With x_i = ((1 - P) + P / N_i) / T_i, min over T1 of sum (T1 x_i - 1)^2 = n - (sum x)^2 / sum x^2.
+    """
+    u, v = 1 / t, 1 / (n * t)
+    suu, suv, svv, su, sv = u @ u, u @ v, v @ v, u.sum(), v.sum()
+    q = 1 - p
+    sx = q * su + p * sv
+    sxx = q * q * suu + 2 * p * q * suv + p * p * svv
+    return np.maximum(len(t) - sx * sx / sxx, 0.0)
+
+
+def _amdahl_profile_interval(n: np.ndarray, t: np.ndarray, level: float) -> tuple[float, float]:
+    """P in [0, 1] with (SSR(P) - SSR_min) / (SSR_min / (n - 2)) <= F(1, n - 2) quantile ``level``."""
+    grid = np.linspace(0.0, 1.0, 4001)
+    ssr = _amdahl_profile_ssr(n, t, grid)
+    k = int(np.argmin(ssr))
+    dof = len(t) - 2
+    best = float(ssr[k])
+    if best <= 0 or dof <= 0:
+        return (float(grid[k]), float(grid[k])) if best <= 0 else (0.0, 1.0)
+    limit = best * (1 + stats.f.ppf(level, 1, dof) / dof)
+
+    def excess(x: float) -> float:
+        return float(_amdahl_profile_ssr(n, t, np.array([x]))[0]) - limit
+
+    inside = np.flatnonzero(ssr <= limit)
+    lo_i, hi_i = inside.min(), inside.max()
+    lo = 0.0 if lo_i == 0 else optimize.brentq(excess, grid[lo_i - 1], grid[lo_i])
+    hi = 1.0 if hi_i == grid.size - 1 else optimize.brentq(excess, grid[hi_i], grid[hi_i + 1])
+    return float(lo), float(hi)
 
 
 def fit_comm_model(nprocs: Any, elapsed: Any = None) -> ModelFit:
@@ -443,15 +488,16 @@ def _loo_relative(xw: np.ndarray, n: np.ndarray) -> float:
     return float(np.mean(errors))
 
 
-def _bootstrap(n: np.ndarray, t: np.ndarray, terms: tuple[Term, ...], n_boot: int, seed: int) -> np.ndarray:
-    """Coefficients refitted on resamples drawn with replacement within each process count."""
+def _pairs_bootstrap(n: np.ndarray, t: np.ndarray, terms: tuple[Term, ...], n_boot: int, seed: int) -> np.ndarray:
+    """Coefficients refitted on (N, T) pairs drawn with replacement (resamples with fewer
+    distinct process counts than coefficients are skipped)."""
     rng = np.random.default_rng(seed)
-    groups = [np.flatnonzero(n == v) for v in np.unique(n)]
-    out = np.empty((n_boot, len(terms)))
-    for k in range(n_boot):
-        idx = np.concatenate([rng.choice(g, size=g.size) for g in groups])
-        out[k] = _solve(n[idx], t[idx], terms)
-    return out
+    out = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, len(n), len(n))
+        if len(np.unique(n[idx])) >= len(terms):
+            out.append(_solve(n[idx], t[idx], terms))
+    return np.array(out).reshape(-1, len(terms))
 
 
 def _quality(y: np.ndarray, pred: np.ndarray, n_distinct: int, loo: float) -> FitQuality:

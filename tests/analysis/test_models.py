@@ -45,10 +45,10 @@ def test_amdahl_recovers_parallel_fraction(p, t1, seed):
 
 @settings(max_examples=15, deadline=None)
 @given(p=st.floats(0.6, 0.99), seed=st.integers(0, 2**31 - 1))
-def test_amdahl_bootstrap_ci_with_repetitions(p, seed):
+def test_amdahl_ci_with_repetitions(p, seed):
     n = np.repeat(N[:7], 4)
-    fit = fit_amdahl(n, noisy(amdahl(n, p, 100.0), 0.02, seed), n_boot=300)
-    assert fit.ci_method.startswith("bootstrap")
+    fit = fit_amdahl(n, noisy(amdahl(n, p, 100.0), 0.02, seed))
+    assert fit.ci_method.startswith("profile likelihood")
     assert fit.p == pytest.approx(p, abs=0.02)
     assert fit.p_ci[0] - 0.01 <= p <= fit.p_ci[1] + 0.01
     assert fit.p_ci[1] - fit.p_ci[0] < 0.1
@@ -61,7 +61,7 @@ def test_amdahl_exact_data_residuals_predict_and_n_for_gain():
     assert fit.residuals == pytest.approx(np.zeros(N.size), abs=1e-6)
     assert fit.predict([1000]) == pytest.approx(amdahl([1000], p, t1))
     assert fit.quality.ok and fit.quality.r2 == pytest.approx(1)
-    assert fit.ci_method.startswith("fit covariance")
+    assert fit.ci_method.startswith("profile likelihood") and fit.p_ci == pytest.approx((p, p), abs=1e-3)
     gain = 0.1  # doubling past N* buys < 10 %: closed form p (1 - g/2) / ((1 - p)(g - 1)), g = 1.1
     assert fit.n_for_gain(gain) == pytest.approx(p * (1 - 1.1 / 2) / ((1 - p) * gain), rel=1e-6)
     n_star = fit.n_for_gain(gain)

@@ -117,3 +117,49 @@ def test_scaling_in_a_sidecar(tmp_path):
     Path(str(copy) + ".perfkit.json").write_text(json.dumps({"scaling": "sideways"}))
     with pytest.raises(perfkit.ContractError, match="scaling 'sideways'"):
         perfkit.open_profile(copy)
+
+
+# ---------------------------------------------------------------- honest Amdahl intervals
+
+RISING = ([1, 2, 4, 8, 16], [7.21, 9.56, 10.1, 9.65, 9.66])  # the issue's series: P = 0 at the bound
+N5 = np.array([1, 2, 4, 8, 16], dtype=float)
+B = 10 * (0.1 + 0.9 / N5) * (1 + np.array([0.02, -0.015, 0.01, -0.02, 0.015]))  # P = 0.9, ~2 % noise
+
+
+def test_interval_at_the_bound_is_not_a_point():
+    fit = fit_amdahl(*RISING)
+    assert fit.p == 0.0
+    assert fit.p_ci[0] == 0.0 and fit.p_ci[1] == pytest.approx(0.3307, abs=1e-3)  # was (0.0, 0.0)
+    assert fit_amdahl(*RISING, ci="delta").p_ci == (0.0, 0.0)  # the delta method collapses here
+    lo, hi = fit_amdahl(*RISING, ci="bootstrap", n_boot=500).p_ci
+    assert lo == 0.0 and 0 < hi < 0.33
+
+
+def test_a_noisier_repetition_widens_the_interval():
+    base = fit_amdahl(N5, B)
+    noisy_repeat = fit_amdahl(np.r_[N5, 4], np.r_[B, 3.5237])  # 2x the series' scatter, at N = 4
+    width = np.diff(base.p_ci)[0]
+    assert np.diff(noisy_repeat.p_ci)[0] > 1.4 * width  # 0.0279 -> 0.0450 (bootstrap before: 0.0016)
+    assert noisy_repeat.p_ci[0] < noisy_repeat.p < noisy_repeat.p_ci[1]
+
+
+@pytest.mark.parametrize("p", [0.9, 0.999])
+def test_coverage_near_nominal_also_at_the_bound(p):
+    rng = np.random.default_rng(11)
+    hits = 0
+    for _ in range(120):
+        fit = fit_amdahl(N5, 10 * ((1 - p) + p / N5) * (1 + 0.03 * rng.standard_normal(5)))
+        hits += fit.p_ci[0] <= p <= fit.p_ci[1]
+    assert hits / 120 >= 0.88  # delta method at p = 0.999: ~0.6
+
+
+@settings(max_examples=40, deadline=None)
+@given(times=st.lists(st.floats(0.1, 100), min_size=5, max_size=5), extra=st.floats(0.1, 100))
+def test_interval_contains_the_estimate_and_stays_in_0_1(times, extra):
+    fit = fit_amdahl(np.r_[N5, 8], np.r_[times, extra])
+    assert 0 <= fit.p_ci[0] <= fit.p + 1e-9 and fit.p - 1e-9 <= fit.p_ci[1] <= 1
+
+
+def test_unknown_ci_method_is_refused():
+    with pytest.raises(ValueError, match="ci must be one of"):
+        fit_amdahl(*RISING, ci="jackknife")
