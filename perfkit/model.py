@@ -53,9 +53,12 @@ RUN_TEXT = ("label", "system", "mode", "format", "source")
 RUN_FIELDS = RUN_TEXT + RUN_NUMERIC
 MODES = ("basic", "slt", "collective_wait", "slt+collective_wait", "perfect", "")
 #: Optional text run coordinates, present only when some run states them.
-RUN_OPTIONAL = ("scaling",)
+RUN_OPTIONAL = ("scaling", "detail")
 #: ``scaling`` values: fixed total problem (``strong``) or fixed work per process (``weak``).
 SCALINGS = ("strong", "weak", "")
+#: ``detail`` values: ``profile`` measured per rank (``per_rank``, also when absent or empty) or
+#: NaN because the file states only statistics over ranks (``summary``, e.g. a concise mpiP report).
+DETAILS = ("per_rank", "summary", "")
 
 #: Function labels: MPI calls, their wait parts (w_ = late-sender wait, b_ = collective wait).
 FUNCTION_NAME = re.compile(r"^((w_|b_)?MPI_\w+|Compute)$")
@@ -93,6 +96,8 @@ def run_coords(**meta: Any) -> dict[str, Any]:
         out[name] = "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
     if out.get("scaling", "") not in SCALINGS:
         raise ContractError(f"run scaling {out['scaling']!r} is not one of {SCALINGS[:-1]}")
+    if out.get("detail", "") not in DETAILS:
+        raise ContractError(f"run detail {out['detail']!r} is not one of {DETAILS[:-1]}")
     for name in RUN_NUMERIC:
         value = meta.get(name)
         try:

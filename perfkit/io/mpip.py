@@ -707,7 +707,7 @@ def _concise_task_times(report: _Report) -> dict[str, dict[str, float]]:
         raise _fail(report, None, "expected an '@--- Task Time Statistics (seconds)' section in a concise report")
     _check_header(report, section, ("AppTime", "MPITime", "MPI%", "App", "Task", "MPI", "Task"))
     widths = {"Max": 5, "Mean": 3, "Min": 5, "Stddev": 3, "Aggregate": 4}
-    out: dict[str, dict[str, float]] = {"app": {}, "mpi": {}, "rank_max": {}, "rank_min": {}}
+    out: dict[str, dict[str, float]] = {"app": {}, "mpi": {}, "rank_max": {}, "rank_min": {}, "pct": {}}
     for lineno, text in section.rows:
         fields = text.split()
         label = fields[0] if fields else ""
@@ -716,6 +716,8 @@ def _concise_task_times(report: _Report) -> dict[str, dict[str, float]]:
         app, mpi = _numbers(report, [lineno] * 2, fields[1:3], "AppTime/MPITime")
         stat = {"Aggregate": "total", "Stddev": "stddev"}.get(label, label.lower())
         out["app"][stat], out["mpi"][stat] = float(app), float(mpi)
+        if label == "Aggregate":
+            out["pct"]["mpi"] = float(_numbers(report, [lineno], fields[3:4], "MPI%")[0])
         if label in ("Max", "Min"):
             app_rank, mpi_rank = _integers(report, [lineno] * 2, fields[3:5], "Task")
             out[f"rank_{stat}"].update(app=float(app_rank), mpi=float(mpi_rank))
@@ -768,7 +770,8 @@ def _concise_dataset(report: _Report, user: dict[str, Any]) -> xr.Dataset:
     functions = [*sorted(set(table["function"]) | _histogram_functions(report)), COMPUTE]
     metrics = [*METRICS, "bytes_io", "bytes_rma"]
     cube = np.full((nprocs, len(functions), len(metrics)), np.nan)
-    file_meta = {"nprocs": nprocs, "elapsed": task["app"].get("max")}
+    file_meta = {"nprocs": nprocs, "elapsed": task["app"].get("max"), "detail": "summary"}
+    report.warnings.append(_concise_note(task))
     ds = make_run(cube, ranks=range(nprocs), functions=functions, metrics=metrics,
                   extra_units={"bytes_io": "B", "bytes_rma": "B"},
                   run=_run_metadata(report, file_meta, user), warnings=report.warnings, reader=READER)
@@ -778,6 +781,15 @@ def _concise_dataset(report: _Report, user: dict[str, Any]) -> xr.Dataset:
     ds = _add_histograms(report, ds)
     ds.attrs.update(_header_attrs(report, "concise"))
     return ds
+
+
+def _concise_note(task: dict[str, dict[str, float]]) -> str:
+    """The read warning of a concise report: what it states and what is unavailable."""
+    mpi, app, pct = task["mpi"].get("mean", np.nan), task["app"].get("mean", np.nan), task["pct"].get("mpi", np.nan)
+    return ("concise report (-c): per-rank times of MPI functions and of Compute are not in the file, so "
+            "profile is NaN (unavailable; run coordinate detail='summary'); what it states over ranks is in "
+            f"task_time, summary and mpi_pct: mean MPI time {mpi:.6g} s of {app:.6g} s per rank, "
+            f"MPI {pct:.2f}% of the aggregate time as printed")
 
 
 def _concise_summary(table: pd.DataFrame, functions: list[str], metrics: list[str],
@@ -816,6 +828,8 @@ def _task_time_vars(task: dict[str, dict[str, float]]) -> dict[str, Any]:
     values = np.array([[[task[k].get(s, np.nan) for s in TASK_STATS] for k in kinds]])
     return {
         "task_time": (("run", "task_metric", "task_stat"), values, {"units": "s"}),
+        "mpi_pct": (("run",), np.array([task["pct"].get("mpi", np.nan)]),
+                    {"units": "%", "description": "MPI share of the aggregate time, as printed"}),
         "task_rank_of_max": (("run", "task_metric"), np.array([[task["rank_max"].get(k, np.nan) for k in kinds]])),
         "task_rank_of_min": (("run", "task_metric"), np.array([[task["rank_min"].get(k, np.nan) for k in kinds]])),
     }
@@ -888,7 +902,8 @@ def _run_metadata(report: _Report, file_meta: dict[str, Any], user: dict[str, An
 def _header_attrs(report: _Report, style: str) -> dict[str, str]:
     """Report header facts as ``mpip_*`` string attributes."""
     names = {"Command": "command", "Version": "version", "Start time": "start", "Stop time": "stop",
-             "MPIP env var": "options", "Timer Used": "timer", "Report generation": "generation"}
+             "MPIP env var": "options", "Timer Used": "timer", "Report generation": "generation",
+             "Collector PID": "pid", "Collector Rank": "collector_rank"}
     attrs = {f"mpip_{short}": report.header[key][1] for key, short in names.items() if key in report.header}
     attrs["mpip_style"] = style
     if report.hosts:

@@ -58,3 +58,32 @@ def test_mpip_attrs_do_not_leak_into_runs_of_other_formats():
         assert not [k for k in ds.attrs if k.startswith(("mpip_", "ipm_"))]
     both = perfkit.combine_runs([alone, perfkit.open_profile(MPIP_HPCCG_2, label="again")])
     assert both.attrs["mpip_version"] == "3.5.0"  # what every run states stays
+
+
+# ---------------------------------------------------------------- concise reports
+
+SITES = [{"id": 1, "op": "Allreduce", "parent": "main", "file": "a.c", "line": 3,
+          "rows": {0: (100, 50.0, 0), 1: (100, 60.0, 0), 2: (100, 70.0, 0)}},
+         {"id": 2, "op": "Send", "parent": "main", "file": "a.c", "line": 9,
+          "rows": {0: (10, 1.0, 800), 1: (10, 2.0, 800), 2: (10, 3.0, 800)}}]
+
+
+def test_concise_report_states_task_times_and_mpi_share_and_marks_the_rest_unavailable(tmp_path: Path):
+    path = write_report(tmp_path / "c.mpiP", 3, SITES, style="concise")
+    ds = validate(mpip.read(path, label="c"))
+    assert ds["detail"].values.tolist() == ["summary"]
+    assert bool(ds["profile"].isnull().all())  # nothing per rank invented
+    task = ds["task_time"].sel(run="c")
+    # the writer's ranks: AppTime 10, 11, 12 s; MPITime 5.01, 6.02, 7.03 s
+    assert float(task.sel(task_metric="mpi", task_stat="mean")) == 6.02
+    assert float(task.sel(task_metric="app", task_stat="max")) == 12.0
+    printed = next(line.split()[-1] for line in path.read_text().splitlines() if line.startswith("Aggregate "))
+    assert float(ds["mpi_pct"].sel(run="c")) == float(printed) == 54.73
+    note = [w for w in read_warnings(ds) if w.startswith("concise report (-c)")]
+    assert len(note) == 1 and "unavailable" in note[0] and "54.73%" in note[0] and "6.02 s" in note[0]
+
+
+def test_verbose_report_has_no_summary_detail():
+    ds = mpip.read(MPIP_HPCCG_2, label="v")
+    assert "detail" not in ds.coords and "mpi_pct" not in ds
+    assert ds.attrs["mpip_pid"] == "27686"
