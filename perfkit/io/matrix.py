@@ -8,19 +8,22 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
+from io import BytesIO
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.io
+import pandas as pd
 import scipy.sparse
 import sparse
 import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.model import TRAFFIC_QUANTITIES, TRAFFIC_UNITS, make_run
+from perfkit.options import max_bytes, too_big
 
 READER = "perfkit.io.matrix"
 ORIENTATIONS = ("sender_receiver", "receiver_sender")
@@ -137,14 +140,26 @@ def _read_csv(path: Path) -> tuple[np.ndarray, list[int]]:
     rows: list[np.ndarray] = []
     lines: list[int] = []
     comma: bool | None = None
+    # the longest row a matrix within max_bytes can have (64 characters a cell): longer is refused unread
+    longest = 64 * int((max_bytes() / 32) ** 0.5) + 1024
     try:
         with open(path, encoding="utf-8") as fh:
-            for number, text in enumerate(fh, start=1):
+            for number, text in enumerate(iter(lambda: fh.readline(longest), ""), start=1):
+                if len(text) >= longest and not text.endswith("\n"):
+                    raise PerfkitFormatError(path, number, f"a row longer than {longest:,} characters; "
+                                                           f"{too_big(float('inf'), 'a matrix that wide')}")
                 text = text.strip()
                 if not text or text.startswith("#"):
                     continue
                 comma = ("," in text) if comma is None else comma
                 row = _parse_row(path, number, text, comma)
+                if not rows:
+                    refusal = too_big(8.0 * row.size * row.size * 4, f"a dense {row.size:,} x {row.size:,} matrix")
+                    if refusal:  # checked on the first row, before the rest of the file is read
+                        raise PerfkitFormatError(path, number, refusal)
+                elif len(rows) == rows[0].size:
+                    raise PerfkitFormatError(path, number, f"more rows than the {rows[0].size} columns of the "
+                                                           "first row; expected a square matrix")
                 if rows and row.size != rows[0].size:
                     raise PerfkitFormatError(path, number, f"row has {row.size} columns, but the first row "
                                                            f"(line {lines[0]}) has {rows[0].size}")
@@ -173,38 +188,307 @@ def _parse_row(path: Path, number: int, text: str, comma: bool) -> np.ndarray:
 
 
 def _read_npy(path: Path, quantity: str) -> np.ndarray:
+    """A 2-D numeric ``.npy`` array; its declared shape is checked against the bytes present first."""
     try:
-        return np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
-    except (ValueError, OSError, TypeError, EOFError) as exc:
-        raise PerfkitFormatError(path, None, f"not a readable .npy array of numbers ({exc})") from exc
+        with open(path, "rb") as fh:
+            _check_npy_header(path, fh, path.stat().st_size, "the array")
+            fh.seek(0)
+            return np.asarray(np.load(fh, allow_pickle=False), dtype=np.float64)
+    except PerfkitFormatError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:  # numpy's header parser raises ValueError, SyntaxError, TokenError...
+        raise PerfkitFormatError(path, None, f"not a readable .npy array of numbers ({_short(exc)})") from exc
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+def _check_npy_header(
+    path: Path, fh: Any, size: int, what: str, kinds: str = "biuf"
+) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from an ``.npy`` header; refuses sizes larger than the data present or the limit."""
+    from numpy.lib import format as npformat
+
+    version = npformat.read_magic(fh)
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise PerfkitFormatError(path, None, f"{what}: unknown .npy version {version}")
+    reader = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+    shape, _fortran, dtype = reader(fh, max_header_size=10_000)
+    if dtype.hasobject or dtype.kind not in kinds or dtype.fields is not None:
+        raise PerfkitFormatError(path, None, f"{what} has dtype {dtype}; expected numbers")
+    count = int(np.prod(shape, dtype=object))
+    needed = count * max(dtype.itemsize, 8)
+    if count * dtype.itemsize > size - fh.tell():
+        raise PerfkitFormatError(path, None, f"{what} declares shape {shape} ({count * dtype.itemsize:,} B) but "
+                                             f"only {max(size - fh.tell(), 0):,} B follow the header (truncated?)")
+    refusal = too_big(needed, f"{what} of shape {shape}")
+    if refusal:
+        raise PerfkitFormatError(path, None, refusal)
+    return shape, dtype
 
 
 def _read_npz(path: Path, quantity: str) -> Matrix:
-    """A scipy ``save_npz`` matrix, the only array of the archive, or the array named ``quantity``."""
+    """A scipy ``save_npz`` matrix, the only array of the archive, or the array named ``quantity``.
+
+    Every member's declared size and ``.npy`` header are checked before it is inflated; sparse
+    matrices are rebuilt from validated coordinates (never handed unchecked to compiled code).
+    """
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            keys = list(archive.files)
+        with zipfile.ZipFile(path) as archive:
+            infos = {i.filename.removesuffix(".npy"): i for i in archive.infolist()}
+            for key, info in infos.items():
+                refusal = too_big(info.file_size, f"member {key!r} inflated")
+                if refusal:
+                    raise PerfkitFormatError(path, None, refusal)
+                with archive.open(info) as fh:
+                    kinds = "biufSU" if key == "format" else "biuf"
+                    _check_npy_header(path, fh, info.file_size, f"member {key!r}", kinds)
+            keys = list(infos)
             if {"format", "shape", "data"} <= set(keys):
-                return _from_scipy(path, scipy.sparse.load_npz(path))
+                return _sparse_npz(path, archive)
             key = quantity if quantity in keys else (keys[0] if len(keys) == 1 else None)
             if key is None:
                 raise PerfkitFormatError(path, None, f"holds arrays {keys}; expected one array or one named "
                                                      f"{quantity!r}")
-            return np.asarray(archive[key], dtype=np.float64)
+            return np.asarray(_npz_member(archive, infos[key]), dtype=np.float64)
     except PerfkitFormatError:
         raise
-    except (ValueError, OSError, TypeError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise PerfkitFormatError(path, None, f"not a readable .npz archive of a matrix ({exc})") from exc
+    except MemoryError:
+        raise
+    except Exception as exc:  # zipfile, zlib, numpy's header parser: any of their exception types
+        raise PerfkitFormatError(path, None, f"not a readable .npz archive of a matrix ({_short(exc)})") from exc
+
+
+def _npz_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    with archive.open(info) as fh:
+        return np.lib.format.read_array(fh, allow_pickle=False)
+
+
+def _sparse_npz(path: Path, archive: zipfile.ZipFile) -> sparse.COO:
+    """A scipy ``save_npz`` matrix (csr, csc or coo), its index arrays validated in numpy."""
+    member = {i.filename.removesuffix(".npy"): i for i in archive.infolist()}
+    fmt_value = _npz_member(archive, member["format"])
+    kind = fmt_value.item().decode() if isinstance(fmt_value.item(), bytes) else str(fmt_value.item())
+    shape = np.asarray(_npz_member(archive, member["shape"]))
+    if shape.shape != (2,) or shape.dtype.kind not in "iu" or (shape < 0).any():
+        raise PerfkitFormatError(path, None, f"sparse matrix shape {shape.tolist()} is not two sizes")
+    n, m = (int(v) for v in shape)
+    _check_square(path, (n, m))
+    data = np.asarray(_npz_member(archive, member["data"]))
+    if data.ndim != 1 or data.dtype.kind not in "biuf":
+        raise PerfkitFormatError(path, None, f"sparse matrix data has dtype {data.dtype}; expected real numbers")
+
+    def index(name: str, size: int | None, bound: int) -> np.ndarray:
+        if name not in member:
+            raise PerfkitFormatError(path, None, f"{kind} sparse matrix without member {name!r}")
+        arr = np.asarray(_npz_member(archive, member[name]))
+        if arr.ndim != 1 or arr.dtype.kind not in "iu" or (size is not None and arr.size != size):
+            raise PerfkitFormatError(path, None, f"sparse member {name!r} is not {size or 'a vector of'} integers")
+        if arr.size and (arr.min() < 0 or arr.max() > bound):
+            raise PerfkitFormatError(path, None, f"sparse member {name!r} holds an index outside 0..{bound}")
+        return arr.astype(np.int64)
+
+    if kind == "coo":
+        rows, cols = index("row", data.size, n - 1), index("col", data.size, n - 1)
+    elif kind in ("csr", "csc"):
+        ptr = index("indptr", n + 1, data.size)
+        if ptr[0] != 0 or ptr[-1] != data.size or np.any(np.diff(ptr) < 0):
+            raise PerfkitFormatError(path, None, f"{kind} member 'indptr' is not a non-decreasing 0..{data.size}")
+        minor = index("indices", data.size, n - 1)
+        major = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+        rows, cols = (major, minor) if kind == "csr" else (minor, major)
+    else:
+        raise PerfkitFormatError(path, None, f"sparse format {kind!r}; expected csr, csc or coo")
+    coo = scipy.sparse.coo_matrix((data.astype(np.float64), (rows, cols)), shape=(n, n))
+    return _from_scipy(path, coo)
+
+
+# --- MatrixMarket: a validating parser (grammar checked in Python before numbers are converted) -------
+
+_MM_HEADER = re.compile(rb"%%MatrixMarket[ \t]+(\w+)[ \t]+(\w+)[ \t]+([\w-]+)[ \t]+([\w-]+)[ \t]*", re.I)
+_MM_INT = rb"\d{1,18}"
+_MM_REAL = rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d{1,5})?"
+_MM_VALUE = {"real": _MM_REAL, "double": _MM_REAL, "integer": rb"[-+]?\d{1,30}"}
+_BLANK = rb"[ \t]*\r?\n"
+_MM_ALPHABET = b"0123456789.eE+- \t\r\n"
+_MM_BLANK = np.zeros(256, dtype=bool)
+_MM_BLANK[np.frombuffer(b" \t\r\n", dtype=np.uint8)] = True
+#: Fewest bytes one entry takes: "1 1 1\n" (coordinate), "1\n" (array).
+_MIN_ENTRY = {"coordinate": 6, "array": 2}
 
 
 def _read_mtx(path: Path, quantity: str) -> Matrix:
-    try:
-        loaded = scipy.io.mmread(path)
-    except (ValueError, OSError, TypeError, IndexError, EOFError) as exc:
-        raise PerfkitFormatError(path, None, f"not a readable MatrixMarket file ({exc})") from exc
-    if scipy.sparse.issparse(loaded):
-        return _from_scipy(path, loaded)
-    return np.asarray(loaded, dtype=np.float64)
+    """A MatrixMarket ``coordinate`` (-> sparse) or ``array`` (-> dense) matrix of real or integer values.
+
+    The header, the size line and every entry line are checked against the format's grammar, the
+    declared sizes against the bytes present and ``max_bytes``, before any number is converted.
+    Symmetric files must list the lower triangle only; ``pattern``, ``complex``, ``hermitian`` and
+    ``skew-symmetric`` are refused (they cannot hold non-negative traffic).
+    """
+    size = path.stat().st_size
+    refusal = too_big(size * 4, "holding this MatrixMarket file decoded")
+    if refusal:
+        raise PerfkitFormatError(path, None, refusal)
+    data = path.read_bytes()
+    first_nl = data.find(b"\n")
+    header = data[: first_nl if first_nl >= 0 else len(data)].rstrip(b"\r")
+    m = _MM_HEADER.fullmatch(header)
+    if not m:
+        raise PerfkitFormatError(path, 1, "expected the header '%%MatrixMarket matrix coordinate|array "
+                                          "real|integer general|symmetric'")
+    obj, layout, field_, symmetry = (g.decode().lower() for g in m.groups())
+    if obj != "matrix" or layout not in _MIN_ENTRY:
+        raise PerfkitFormatError(path, 1, f"MatrixMarket '{obj} {layout}': expected 'matrix coordinate' or "
+                                          "'matrix array'")
+    if field_ not in _MM_VALUE:
+        raise PerfkitFormatError(path, 1, f"MatrixMarket field '{field_}': expected real or integer (traffic "
+                                          "needs non-negative real values)")
+    if symmetry not in ("general", "symmetric"):
+        raise PerfkitFormatError(path, 1, f"MatrixMarket symmetry '{symmetry}': expected general or symmetric")
+    # comments, then the size line
+    pos, line = (first_nl + 1 if first_nl >= 0 else len(data)), 2
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        end = len(data) if nl < 0 else nl
+        text = data[pos:end].strip()
+        if text and not text.startswith(b"%"):
+            break
+        pos, line = end + 1, line + 1
+    else:
+        raise PerfkitFormatError(path, None, "no size line after the MatrixMarket header (truncated?)")
+    wanted = 3 if layout == "coordinate" else 2
+    tokens = text.split()
+    if len(tokens) != wanted or not all(re.fullmatch(_MM_INT, t) for t in tokens):
+        shape = "'rows columns entries'" if layout == "coordinate" else "'rows columns'"
+        raise PerfkitFormatError(path, line, f"expected the size line {shape} (integers), found "
+                                             f"{text[:60].decode('latin-1')!r}")
+    rows, cols = int(tokens[0]), int(tokens[1])
+    if rows != cols or rows == 0:
+        raise PerfkitFormatError(path, line, f"declares {rows} rows x {cols} columns; expected a square matrix")
+    n = rows
+    body = data[end + 1:] if end < len(data) else b""
+    if body and not body.endswith(b"\n"):
+        body += b"\n"
+    if layout == "coordinate":
+        entries = int(tokens[2])
+        needed = entries * 8 * 12 + n * 16 if n > SPARSE_ABOVE else 8 * n * n * 5 + entries * 8 * 12
+    else:
+        entries = n * n if symmetry == "general" else n * (n + 1) // 2
+        needed = 8 * n * n * 5
+    if entries * _MIN_ENTRY[layout] > len(body) + 1:
+        raise PerfkitFormatError(path, line, f"declares {entries:,} entries, but only {len(body):,} bytes follow "
+                                             "(truncated, or a wrong size line)")
+    refusal = too_big(needed, f"a {n:,} x {n:,} matrix with {entries:,} entries")
+    if refusal:
+        raise PerfkitFormatError(path, line, refusal)
+    if entries == 0 and not body.strip():
+        return sparse.COO(np.zeros((2, 0), dtype=np.int64), np.zeros(0), shape=(n, n))
+    table = _mm_table(body, layout == "coordinate")
+    if table is None:
+        _mm_raise_at_bad_line(path, body, line + 1, layout, field_)
+    values = table[-1]
+    if values.size != entries:
+        found = values.size
+        at = _entry_line(body, line + 1, entries) if found > entries else line + 1 + body.count(b"\n")
+        raise PerfkitFormatError(path, at, f"the size line declares {entries:,} entries, the file has "
+                                           f"{found:,}" + (" (truncated?)" if found < entries else ""))
+    checks = [(~np.isfinite(values), "is not finite"), (values < 0, "is negative")]
+    if field_ == "integer":
+        checks.append((values != np.round(values), "is not an integer (the header says integer)"))
+    for bad, what in checks:
+        if bad.any():
+            k = int(np.argmax(bad))
+            line_k = _entry_line(body, line + 1, k)
+            where = f"row {table[0][k]}, column {table[1][k]}: " if len(table) == 3 else ""
+            raise PerfkitFormatError(path, line_k, f"{where}value {float(values[k])!r} {what}")
+    if layout == "array":
+        return _mm_array(values, n, symmetry)
+    i, j = table[0] - 1, table[1] - 1
+    above = (i < j) if symmetry == "symmetric" else np.zeros(i.size, dtype=bool)
+    for bad, what in ((i < 0, "row index 0 (indices start at 1)"),
+                      (j < 0, "column index 0 (indices start at 1)"), (i >= n, f"row index above {n}"),
+                      (j >= n, f"column index above {n}"),
+                      (above, "above the diagonal in a symmetric file (only the lower triangle is stored)")):
+        if bad.any():
+            k = int(np.argmax(bad))
+            line_k = _entry_line(body, line + 1, k)
+            raise PerfkitFormatError(path, line_k, f"entry ({i[k] + 1}, {j[k] + 1}): {what}")
+    if symmetry == "symmetric":
+        off = i != j
+        i, j, values = np.concatenate([i, j[off]]), np.concatenate([j, i[off]]), np.concatenate([values, values[off]])
+    coo = scipy.sparse.coo_matrix((values, (i, j)), shape=(n, n))
+    return _from_scipy(path, coo)
+
+
+def _mm_raise_at_bad_line(path: Path, body: bytes, first_line: int, layout: str, field_: str) -> None:
+    """Name the first line of ``body`` that breaks the MatrixMarket entry grammar (error path only)."""
+    entry = rb"[ \t]*" + (_MM_INT + rb"[ \t]+" + _MM_INT + rb"[ \t]+" if layout == "coordinate" else b"")
+    grammar = re.compile(rb"(?:" + entry + _MM_VALUE[field_] + rb"[ \t]*\r?\n|" + _BLANK + rb")*")
+    end = grammar.match(body).end()
+    bad_line = first_line + body.count(b"\n", 0, end)
+    found = body[end: body.find(b"\n", end)].strip()[:60].decode("latin-1")
+    what = "'row column value'" if layout == "coordinate" else "one value"
+    raise PerfkitFormatError(path, bad_line, f"expected {what} ({field_}) per line, found {found!r}")
+
+
+def _mm_table(body: bytes, coordinate: bool) -> list[np.ndarray] | None:
+    """Columns (row, column, value or just value) of MatrixMarket entry lines; None when malformed.
+
+    Only bytes of the number alphabet reach pandas' C tokenizer; indices are int64 (at most 18
+    digits pass the grammar), values float64.
+    """
+    if body.translate(None, _MM_ALPHABET):  # letters other than e/E: inf, nan, 0x1F, 12abc, 1,5 ...
+        return None
+    ncols = 3 if coordinate else 1
+    dtype = {0: np.int64, 1: np.int64, 2: np.float64} if coordinate else {0: np.float64}
+    simple = b"\t" not in body and b"  " not in body and b"\r" not in body and not body.startswith(b" ")
+    for sep in ((" ", r"\s+") if simple else (r"\s+",)):
+        try:
+            frame = pd.read_csv(BytesIO(body), sep=sep, header=None, engine="c", dtype=dtype)
+        except (ValueError, OverflowError, pd.errors.ParserError, pd.errors.EmptyDataError):
+            continue
+        if frame.shape[1] != ncols:
+            continue
+        columns = [frame[c].to_numpy() for c in range(ncols)]
+        if columns[-1].dtype == np.float64 and not np.isnan(columns[-1]).any():
+            return columns
+    return None
+
+
+def _entry_line(body: bytes, first_line: int, k: int) -> int | None:
+    """File line of the k-th (0-based) non-blank line of ``body`` (which starts on ``first_line``), or None.
+
+    Error path only; works through ``body`` in chunks so its memory stays small.
+    """
+    chunk = 1 << 24
+    pos, line, seen = 0, first_line, 0
+    while pos < len(body):
+        stop = body.find(b"\n", min(pos + chunk, len(body)) - 1)
+        stop = len(body) if stop < 0 else stop + 1
+        raw = np.frombuffer(body, dtype=np.uint8, count=stop - pos, offset=pos)
+        ends = np.flatnonzero(raw == 10)
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        filled = np.concatenate([[0], np.cumsum(~_MM_BLANK[raw], dtype=np.int32)])
+        nonblank = np.flatnonzero(filled[ends + 1] > filled[starts])
+        if seen + nonblank.size > k:
+            return line + int(nonblank[k - seen])
+        seen += nonblank.size
+        pos, line = stop, line + ends.size
+    return None
+
+
+def _mm_array(values: np.ndarray, n: int, symmetry: str) -> np.ndarray:
+    """Column-major values (the lower triangle for symmetric) as a dense (n, n) matrix."""
+    if symmetry == "general":
+        return values.reshape(n, n, order="F").copy()
+    out = np.zeros((n, n))
+    cols, rows = np.triu_indices(n)  # column-major lower triangle = row-major upper of the transpose
+    out[rows, cols] = values
+    return np.where(out != 0, out, out.T)
 
 
 def _from_scipy(path: Path, matrix: Any) -> sparse.COO:
