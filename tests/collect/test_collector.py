@@ -1,0 +1,141 @@
+"""The collector's wrappers on a program with known counts, bytes and one late sender; its command; its output."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import perfkit
+from perfkit.cli import main
+from perfkit.collect import collect
+from perfkit.collect.generate import c_source, fortran_source, function_ids
+from perfkit.collect.launch import mpirun_command
+from perfkit.collect.raw import RawCollectorError, read_raw
+from perfkit.collect.signatures import SIGNATURES
+
+PROGRAMS = Path(__file__).parent / "programs"
+NO_MPI = next((f"{tool} not on PATH" for tool in ("mpicc", "mpirun") if shutil.which(tool) is None), None)
+needs_mpi = pytest.mark.skipif(NO_MPI is not None, reason=f"MPI: {NO_MPI} (Debian: apt install openmpi-bin "
+                                                          "libopenmpi-dev; ./dev test installs it when root)")
+
+
+def test_every_signature_has_a_c_and_a_fortran_wrapper():
+    c, f = c_source(), fortran_source()
+    for sig in SIGNATURES:
+        assert f"int MPI_{sig.name}({sig.params})" in c
+        assert f"PMPI_{sig.name}(" in c
+        lower = sig.name.lower()
+        assert f"void mpi_{lower}_(" in f and f"pmpi_{lower}_(" in f
+        for alias in (f"mpi_{lower}__", f"mpi_{lower}", f"MPI_{sig.name.upper()}"):
+            assert f"void {alias}(" in f
+    assert list(function_ids())[:2] == ["Init", "Init_thread"]
+
+
+@pytest.fixture(scope="module")
+def coverage_profile(tmp_path_factory) -> xr.Dataset:
+    if NO_MPI:
+        pytest.skip(NO_MPI)
+    work = tmp_path_factory.mktemp("coverage")
+    subprocess.run(["mpicc", "-O2", str(PROGRAMS / "coverage.c"), "-o", str(work / "coverage")], check=True)
+    result = collect(mpirun_command(4, [str(work / "coverage")]), work / "coverage.mpinside", slt=True,
+                     collective_wait=True, matrices=True, timeout=120)
+    assert result.returncode == 0 and result.output is not None, result.message
+    return perfkit.open_profile(result.output)
+
+
+def _table(ds, metric: str, function: str) -> list[float]:
+    return ds["profile"].isel(run=0).sel(metric=metric, function=function).values.tolist()
+
+
+@needs_mpi
+def test_calls_and_bytes_of_every_exercised_wrapper_are_exact(coverage_profile):
+    ds = coverage_profile
+    perfkit.validate(ds)
+    assert ds["mode"].item() == "slt+collective_wait" and ds["format"].item() == "mpinside"
+    assert int(ds["nodes"].item()) == 1 and int(ds["ppn"].item()) == 4
+    # persistent requests: 3 Startall rounds of 256 doubles, attributed to the calls that set them up
+    assert _table(ds, "bytes_sent", "MPI_Send_init") == [6144] * 4
+    assert _table(ds, "calls_recv", "MPI_Recv_init") == [3] * 4
+    assert _table(ds, "calls", "MPI_Startall") == [3] * 4
+    # Irecv completed by Waitany, Waitsome and a Test loop: 1 + 2 + 3 doubles
+    assert _table(ds, "bytes_recv", "MPI_Irecv") == [48] * 4
+    assert _table(ds, "calls", "MPI_Waitany") == [2] * 4
+    # Ssend / Probe / Recv of 5 doubles between the pairs; the late 16-double send to rank 0 and 2
+    assert _table(ds, "bytes_sent", "MPI_Ssend") == [40, 0, 40, 0]
+    assert _table(ds, "bytes_recv", "MPI_Recv") == [128, 40, 128, 40]
+    assert _table(ds, "calls", "MPI_Probe") == [0, 1, 0, 1]
+    assert _table(ds, "bytes_sent", "MPI_Sendrecv_replace") == [32] * 4
+    # collectives: Bcast of 64 B from 0, Gather of 4 B to 3, Alltoall of 8 B to each other rank
+    assert _table(ds, "bytes_sent", "MPI_Bcast") == [192, 0, 0, 0]
+    assert _table(ds, "bytes_recv", "MPI_Bcast") == [0, 64, 64, 64]
+    assert _table(ds, "bytes_recv", "MPI_Gather") == [0, 0, 0, 12]
+    assert _table(ds, "bytes_sent", "MPI_Alltoall") == [24] * 4
+    for call in ("MPI_Bcast", "MPI_Gather", "MPI_Alltoall"):
+        assert _table(ds, "calls", "b_" + call) == [1] * 4
+    assert _table(ds, "calls", "MPI_Comm_split") == [1] * 4
+
+
+@needs_mpi
+def test_point_to_point_matrices_are_exact(coverage_profile):
+    traffic = coverage_profile["traffic"].isel(run=0)
+    # per pair: 3 x 2048 B persistent, 8 + 16 + 24 B Irecv, 32 B Sendrecv_replace, and 40 B (even -> odd)
+    # or 128 B (odd -> even, the late send on the split communicator, translated to world ranks)
+    expected = np.zeros((4, 4))
+    expected[0, 1] = expected[2, 3] = 6144 + 48 + 32 + 40
+    expected[1, 0] = expected[3, 2] = 6144 + 48 + 32 + 128
+    np.testing.assert_array_equal(traffic.sel(quantity="bytes").values, expected)
+    np.testing.assert_array_equal(traffic.sel(quantity="count").values, (expected > 0) * 8.0)
+
+
+@needs_mpi
+def test_a_late_sender_on_a_split_communicator_is_send_late_time_with_any_source(coverage_profile):
+    w = _table(coverage_profile, "time", "w_MPI_Recv")
+    assert w[0] == pytest.approx(0.05, abs=0.01)  # rank 1 sleeps 50 ms before sending to rank 0
+    assert max(w[1:]) < 0.005
+    compute = _table(coverage_profile, "time", "Compute")
+    assert compute[1] == pytest.approx(0.05, abs=0.01)
+
+
+@needs_mpi
+def test_the_command_returns_the_program_status_and_writes_nothing_without_finalize(tmp_path, capsys):
+    src = tmp_path / "exit.c"
+    src.write_text('#include <mpi.h>\n#include <stdlib.h>\nint main(int c, char **v) { MPI_Init(&c, &v);\n'
+                   "  if (c > 1) exit(3);\n  MPI_Finalize(); return 0; }\n")
+    subprocess.run(["mpicc", str(src), "-o", str(tmp_path / "exit")], check=True)
+    out = tmp_path / "run.mpinside"
+    status = main(["collect", "-o", str(out), "--", *mpirun_command(2, [str(tmp_path / "exit"), "fail"])])
+    assert status != 0 and not out.exists()
+    assert "did not reach MPI_Finalize" in capsys.readouterr().err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+    assert main(["collect", "-o", str(out), "--", *mpirun_command(2, [str(tmp_path / "exit")])]) == 0
+    assert out.exists() and perfkit.open_profile(out)["mode"].item() == "basic"
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_help_explains_every_option_with_an_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["collect", "--help"])
+    text = capsys.readouterr().out
+    for option in ("-o OUT", "--slt", "--collective-wait", "--matrices", "--timeout"):
+        assert option in text
+    assert "perfkit collect -o run.mpinside --slt --collective-wait --matrices -- mpirun -np 4 ./app" in text
+
+
+def test_nothing_to_launch_is_an_error(tmp_path, capsys):
+    assert main(["collect", "-o", str(tmp_path / "x"), "--"]) == 1
+    assert "nothing to launch" in capsys.readouterr().err
+
+
+def test_a_damaged_collector_output_is_refused(tmp_path):
+    bad = tmp_path / "raw"
+    bad.write_bytes(b"perfkit-collect 1\nranks 2\nfunctions 1\nMPI_Init 0\nrows 3\n" + b"\0" * 80)
+    with pytest.raises(RawCollectorError, match="records where the header announces 3"):
+        read_raw(bad)
+    bad.write_bytes(b"perfkit-collect 2\nranks 2\n")
+    with pytest.raises(RawCollectorError, match="version"):
+        read_raw(bad)
