@@ -138,5 +138,5 @@ def _sizes(hist: np.ndarray, used: np.ndarray, nranks: int, nlabels: int) -> tup
     out[:, 1:, :, :] = 0.0
     r, b = hist[:, 1].astype(np.int64), np.searchsorted(bins_present, hist[:, 3].astype(np.int64))
     out[r, main_cols, b, SIZE_STATS.index("count")] = hist[:, 4]
-    out[r, main_cols, b, SIZE_STATS.index("time")] = hist[:, 5]
+    out[:, :, :, SIZE_STATS.index("time")] = np.nan  # a message's time is not separable from its call's
     return out, labels
