@@ -5,17 +5,19 @@ from __future__ import annotations
 import glob as globlib
 import json
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import dask
+import numpy as np
 import xarray as xr
 
-from perfkit.errors import PerfkitFormatError
+from perfkit.errors import PerfkitFormatError, PerfkitWarning
 from perfkit.io.registry import get_format, sniff_format
-from perfkit.model import RUN_FIELDS, RUN_OPTIONAL, combine_runs
+from perfkit.model import RUN_FIELDS, RUN_OPTIONAL, combine_runs, read_warnings
 
 SIDECAR_SUFFIX = ".perfkit.json"
 
@@ -105,7 +107,9 @@ def open_runs(
     ``metadata`` maps a path (or file name) to run metadata, or is a callable path -> mapping.
     Uses the active ``dask.distributed`` client when there is one, else dask's default
     scheduler. ``chunks`` (e.g. ``{"rank": 4096}``) returns a lazy dask-backed cube.
-    ``progress`` shows a progress bar (default: when more than 20 files).
+    ``progress`` shows a progress bar (default: when more than 20 files). Files that are reports of
+    the same run (mpiP: same command, start time and collector PID, e.g. the concise and the
+    verbose report ``mpiP -v`` writes) become one run, with a warning (see :func:`merge_duplicates`).
     """
     paths = expand_paths(paths_or_glob)
     labels = _unique_labels(paths)
@@ -114,11 +118,92 @@ def open_runs(
         meta = {"label": label, **_metadata_for(path, metadata)}
         tasks.append(dask.delayed(open_profile, pure=True)(path, format, **meta))
     show = len(paths) > 20 if progress is None else progress
-    runs = _compute(tasks, show)
+    runs = merge_duplicates(_compute(tasks, show))
     ds = combine_runs(runs)
     if chunks:
         ds = ds.chunk(dict(chunks))
     return ds
+
+
+def run_identity(ds: xr.Dataset) -> tuple[str, ...] | None:
+    """What identifies the run a one-run Dataset was read from, or None when the file does not say.
+
+    mpiP: command, start time and collector PID from the report header.
+    """
+    keys = ("mpip_command", "mpip_start", "mpip_pid")
+    if all(ds.attrs.get(k) for k in keys):
+        return ("mpip", *(str(ds.attrs[k]) for k in keys))
+    return None
+
+
+def merge_duplicates(runs: Sequence[xr.Dataset]) -> list[xr.Dataset]:
+    """One Dataset per run: reports of the same run (:func:`run_identity`) are combined.
+
+    The verbose (per-rank) report is kept and filled from the others: variables it lacks (a
+    concise report's ``task_time``, ``summary``...), NaN cells of its profile, unknown run
+    coordinates. A warning (Python and read warning of the kept run) names the files.
+    """
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, ds in enumerate(runs):
+        key = run_identity(ds)
+        if key is not None:
+            groups.setdefault(key, []).append(i)
+    dropped: set[int] = set()
+    out = list(runs)
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        order = sorted(members, key=lambda i: (runs[i].attrs.get("mpip_style") != "verbose", i))
+        keep, rest = order[0], order[1:]
+        merged = runs[keep]
+        for i in rest:
+            merged = _fill_from(merged, runs[i])
+        names = [_where(runs[i]) for i in order]
+        note = (f"{len(order)} files are reports of the same run (command {key[1]!r}, start {key[2]}, collector "
+                f"PID {key[3]}): {', '.join(names)}; combined into one run, {names[0]} kept, gaps filled from "
+                f"{', '.join(names[1:])}")
+        warnings.warn(note, PerfkitWarning, stacklevel=3)
+        merged.attrs["warnings"] = json.dumps([*read_warnings(merged), note])
+        out[keep] = merged
+        dropped.update(rest)
+    return [ds for i, ds in enumerate(out) if i not in dropped]
+
+
+def _where(ds: xr.Dataset) -> str:
+    source = str(ds["source"].values[0]) if "source" in ds.coords else ""
+    style = ds.attrs.get("mpip_style", "")
+    return f"{source or ds['run'].values[0]}" + (f" ({style})" if style else "")
+
+
+#: Run coordinates that describe the file, not the run: never filled from a duplicate.
+_OWN_COORDS = ("label", "source", "detail")
+
+
+def _fill_from(primary: xr.Dataset, other: xr.Dataset) -> xr.Dataset:
+    """``primary`` with its NaN profile cells, missing variables and unknown run coordinates
+    taken from ``other`` (a report of the same run)."""
+    label = primary["run"].values
+    other = other.assign_coords(run=label)
+    shared = {dim: primary[dim].values for dim in ("rank", "function", "metric") if dim in primary.dims}
+    out = primary.copy()
+    out["profile"] = primary["profile"].fillna(other["profile"].reset_coords(drop=True).reindex(shared))
+    for name, var in other.data_vars.items():
+        if name in out:
+            continue
+        var = var.reset_coords(drop=True)  # its run coordinates are the other file's
+        out[name] = var.reindex({dim: values for dim, values in shared.items() if dim in var.dims})
+    for name, coord in other.coords.items():
+        if coord.dims != ("run",) or name in _OWN_COORDS or name == "run":
+            continue
+        mine = out[name].values if name in out.coords else None
+        theirs = coord.values
+        if mine is None:
+            out = out.assign_coords({name: ("run", theirs)})
+        elif mine.dtype.kind == "f":
+            out = out.assign_coords({name: ("run", np.where(np.isnan(mine), theirs, mine))})
+        else:
+            out = out.assign_coords({name: ("run", np.where(mine == "", theirs, mine))})
+    return out
 
 
 def _compute(tasks: list[Any], show_progress: bool) -> list[xr.Dataset]:

@@ -87,3 +87,53 @@ def test_verbose_report_has_no_summary_detail():
     ds = mpip.read(MPIP_HPCCG_2, label="v")
     assert "detail" not in ds.coords and "mpi_pct" not in ds
     assert ds.attrs["mpip_pid"] == "27686"
+
+
+# ---------------------------------------------------------------- duplicate reports of one run
+
+HPCCG = sorted((DATA / "mpip" / "real" / "HPCCG-strong").glob("*/*.mpiP"))
+
+
+def test_a_copied_report_is_one_run_not_a_repetition(tmp_path: Path):
+    import shutil
+
+    import pytest
+
+    import perfkit
+
+    for path in HPCCG:
+        shutil.copy(path, tmp_path / path.name)
+    shutil.copy(HPCCG[-1], tmp_path / ("copy_of_" + HPCCG[-1].name))  # the N = 8 report, twice
+    with pytest.warns(perfkit.PerfkitWarning, match="2 files are reports of the same run"):
+        ds = perfkit.open_runs(sorted(tmp_path.glob("*.mpiP")))
+    assert sorted(ds["nprocs"].values.tolist()) == [1, 2, 4, 8, 16]
+    assert any("collector PID 27832" in w for w in read_warnings(ds))
+    fit = perfkit.fit_amdahl(ds)
+    assert fit.quality.n_points == 5  # no invented repetition
+
+
+def _header(path: Path, start: str, pid: int) -> Path:
+    text = path.read_text().replace("@ Version", f"@ Start time               : {start}\n"
+                                                 f"@ Collector PID            : {pid}\n@ Version", 1)
+    path.write_text(text)
+    return path
+
+
+def test_concise_and_verbose_reports_of_one_run_are_combined(tmp_path: Path):
+    import pytest
+
+    import perfkit
+
+    verbose = _header(write_report(tmp_path / "app.3.1234.1.mpiP", 3, SITES), "2026 11 22 02:06:45", 1234)
+    concise = _header(write_report(tmp_path / "app.3.1234.2.mpiP", 3, SITES, style="concise"),
+                      "2026 11 22 02:06:45", 1234)
+    other = _header(write_report(tmp_path / "app.3.999.1.mpiP", 3, SITES), "2026 11 22 03:00:00", 999)
+    with pytest.warns(perfkit.PerfkitWarning, match="same run"):
+        ds = perfkit.open_runs([concise, verbose, other])
+    assert ds.sizes["run"] == 2
+    run = str(ds["run"].values[ds["source"].values.tolist().index(str(verbose))])
+    assert "detail" not in ds.coords  # the verbose report's per-rank profile is kept...
+    assert float(ds["profile"].sel(run=run, rank=2, function="MPI_Allreduce", metric="time")) == 7.0
+    assert float(ds["task_time"].sel(run=run, task_metric="mpi", task_stat="mean")) == 6.02  # ...filled
+    assert float(ds["mpi_pct"].sel(run=run)) == 54.73
+    assert any(str(concise) in w and "kept" in w for w in read_warnings(ds))
