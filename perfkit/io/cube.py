@@ -9,7 +9,6 @@ Locations (threads) are summed per process (MPI rank). See ``docs/formats/cube.m
 
 from __future__ import annotations
 
-import gzip
 import re
 import struct
 import tarfile
@@ -37,6 +36,7 @@ from pycubexr.utils.exceptions import (
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.model import COMPUTE, METRICS, RUN_NUMERIC, make_run
+from perfkit.options import max_bytes, too_big
 
 READER = "perfkit.io.cube"
 ANCHOR = "anchor.xml"
@@ -56,13 +56,14 @@ CUBE_METRICS: dict[str, tuple[str, ...]] = {
 NUMERIC_DTYPES = re.compile(r"^(DOUBLE|FLOAT|U?INT(8|16|32|64)?|INTEGER|(UNSIGNED |SIGNED )?(SHORT )?INT(EGER)?|CHAR)$")
 MPI_REGION = re.compile(r"^MPI_\w+$", re.IGNORECASE)
 MEMBER = re.compile(rb"^(anchor\.xml|\d+\.(index|data))$")
+ZDATA = b"ZCUBEX.DATA"
 THREAD_TYPES = ("thread", "")
 PROCESS_TYPES = ("process", "")
 
 #: What pycubexr (and tarfile/zlib/XML underneath it) raises on a broken archive.
 _READ_ERRORS = (
     tarfile.TarError, ParseError, DefusedXmlException, zlib.error, struct.error, EOFError, OSError,
-    AssertionError, KeyError, IndexError, ValueError, TypeError, AttributeError,
+    AssertionError, LookupError, ValueError, TypeError, AttributeError, ArithmeticError, RecursionError,
     CorruptIndexError, InvalidConversionInstructionError, MissingMetricError, UnsupportedMetricFormatError,
 )
 
@@ -79,8 +80,8 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
     """Read one ``.cubex`` profile into a one-run canonical Dataset (time in s, bytes in B)."""
     path = Path(path)
     _check_file(path)
-    anchor = _read_anchor(path)
-    system = _system_tree(path, anchor)
+    anchor, raw = _read_anchor(path)
+    system = _system_tree(path, anchor, raw)
     with _wrapped(path, "reading the profile with pycubexr"), CubexParser(path) as parser:
         flat = _flatten_profile(path, parser, system)
     warnings = system.warnings + flat.warnings
@@ -104,7 +105,7 @@ def _check_file(path: Path) -> None:
 
 
 @contextmanager
-def _wrapped(path: Path, doing: str) -> Iterator[None]:
+def _wrapped(path: Path, doing: str, member: str | None = None) -> Iterator[None]:
     """Turn any exception pycubexr or the archive raises into a ``PerfkitFormatError``."""
     try:
         yield
@@ -112,42 +113,137 @@ def _wrapped(path: Path, doing: str) -> Iterator[None]:
         raise
     except _READ_ERRORS as exc:
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        raise PerfkitFormatError(path, None, f"broken or truncated CUBE4 archive while {doing} ({detail})") from exc
+        raise PerfkitFormatError(path, None, f"broken or truncated CUBE4 archive while {doing} ({detail[:300]})",
+                                 member=member) from exc
+
+
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
 
 
 def _open_tar(path: Path) -> tarfile.TarFile:
+    """The archive opened as a plain tar (a ``.cubex`` is never compressed as a whole)."""
     try:
-        return tarfile.open(path)
+        return tarfile.open(path, mode="r:")
     except tarfile.ReadError:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+        kind = next((k for m, k in _COMPRESSED.items() if magic.startswith(m)), None)
+        if kind is not None:
+            raise PerfkitFormatError(path, None, f"a {kind}-compressed file; expected {EXPECTED} "
+                                                 "(a .cubex is a plain tar archive)") from None
         from pycubexr.utils.custom_tarinfo import TarInfoWithoutCheck
 
         try:
-            return tarfile.open(path, tarinfo=TarInfoWithoutCheck)
+            return tarfile.open(path, mode="r:", tarinfo=TarInfoWithoutCheck)
         except (tarfile.ReadError, ValueError) as exc:
-            reason = str(exc).splitlines()[-1].strip(" -")
+            reason = str(exc).splitlines()[-1].strip(" -") if str(exc).strip() else type(exc).__name__
             raise PerfkitFormatError(path, None, f"not a tar archive ({reason}); expected {EXPECTED}") from exc
 
 
-def _read_anchor(path: Path) -> Element:
-    """The parsed ``anchor.xml`` member (plain or gzip-compressed)."""
+def _check_members(path: Path, tar: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
+    """Regular members by name; each must lie inside the file, their total within ``max_bytes``."""
+    size = path.stat().st_size
+    members: dict[str, tarfile.TarInfo] = {}
+    for info in tar.getmembers():
+        if not info.isfile():
+            continue
+        if info.offset_data + info.size > size:
+            raise PerfkitFormatError(path, None, f"member {info.name} declares {info.size:,} B but the archive "
+                                                 "ends before that (truncated?)", member=info.name)
+        members[info.name] = info
+    refusal = too_big(sum(i.size for i in members.values()), "the members of this archive")
+    if refusal:
+        raise PerfkitFormatError(path, None, refusal)
+    return members
+
+
+def _inflate(path: Path, raw: bytes | Iterator[bytes], member: str, wbits: int) -> bytes:
+    """zlib/gzip-inflate ``raw`` (one buffer or a stream of chunks) without ever exceeding ``max_bytes``."""
+    limit, out, total = max_bytes(), [], 0
+    inflater = zlib.decompressobj(wbits)
+    pieces = [raw] if isinstance(raw, bytes) else raw
+    try:
+        for piece in pieces:
+            data = piece
+            while data:
+                chunk = inflater.decompress(data, 1 << 20)
+                total += len(chunk)
+                if total > limit:
+                    raise PerfkitFormatError(path, None, too_big(total, f"member {member} inflated") or "",
+                                             member=member)
+                out.append(chunk)
+                data = inflater.unconsumed_tail
+            if inflater.eof:
+                break
+    except zlib.error as exc:
+        raise PerfkitFormatError(path, None, f"member {member} is not valid compressed data ({exc})",
+                                 member=member) from exc
+    if not inflater.eof:
+        raise PerfkitFormatError(path, None, f"member {member}: compressed data ends early (truncated?)",
+                                 member=member)
+    return b"".join(out)
+
+
+def _check_compressed_data(path: Path, tar: tarfile.TarFile, info: tarfile.TarInfo) -> None:
+    """A ``ZCUBEX.DATA`` member: its entry table fits the member and it inflates within ``max_bytes``."""
+    fh = tar.extractfile(info)
+    if fh.read(len(ZDATA)) != ZDATA:
+        return
+    head = fh.read(8)
+    for order in "<>":
+        count = struct.unpack(order + "q", head)[0] if len(head) == 8 else -1
+        if 0 <= count and 24 * count <= info.size - len(ZDATA) - 8:
+            break
+    else:
+        raise PerfkitFormatError(path, None, f"member {info.name}: the compressed-entry count does not fit "
+                                             f"its {info.size:,} B", member=info.name)
+    table = np.frombuffer(fh.read(24 * count), dtype=np.dtype(np.int64).newbyteorder(order)).reshape(-1, 3)
+    sizes = table[:, 2]
+    if np.any(sizes < 0) or int(sizes.sum()) > info.size:
+        raise PerfkitFormatError(path, None, f"member {info.name}: compressed entries larger than the member",
+                                 member=info.name)
+    total = 0
+    for size in sizes[sizes > 0]:
+        total += len(_inflate(path, fh.read(int(size)), info.name, zlib.MAX_WBITS))
+        refusal = too_big(total, f"member {info.name} inflated")
+        if refusal:
+            raise PerfkitFormatError(path, None, refusal, member=info.name)
+
+
+def _read_anchor(path: Path) -> tuple[Element, bytes]:
+    """The parsed ``anchor.xml`` member (plain or gzip-compressed) and its text.
+
+    Checks the whole archive first: plain tar, members inside the file and within ``max_bytes``,
+    compressed members inflating within ``max_bytes``; only then does pycubexr see it.
+    """
     with _wrapped(path, f"listing its members and reading {ANCHOR}"), _open_tar(path) as tar:
-        names = tar.getnames()
-        if ANCHOR not in names:
-            shown = ", ".join(names[:5]) or "none"
+        members = _check_members(path, tar)
+        if ANCHOR not in members:
+            shown = ", ".join(list(members)[:5]) or "none"
             raise PerfkitFormatError(path, None, f"no member {ANCHOR} in the tar archive (members: {shown}); "
                                                  f"expected {EXPECTED}")
-        raw = tar.extractfile(ANCHOR).read()
+        raw = tar.extractfile(members[ANCHOR]).read()
+        for name, info in members.items():
+            if name.endswith(".data"):
+                _check_compressed_data(path, tar, info)
     if not raw.lstrip().startswith(b"<"):
-        with _wrapped(path, f"decompressing member {ANCHOR}"):
-            raw = gzip.decompress(raw)
+        raw = _inflate(path, raw, ANCHOR, 16 + zlib.MAX_WBITS)
     try:
         root = SafeET.fromstring(raw)
     except ParseError as exc:
-        line = exc.position[0] if exc.position else "?"
-        raise PerfkitFormatError(path, None, f"member {ANCHOR} is not valid XML (line {line}: {exc})") from exc
+        line = exc.position[0] if exc.position else None
+        raise PerfkitFormatError(path, line, f"not valid XML ({exc})", member=ANCHOR) from exc
+    except (DefusedXmlException, ValueError, LookupError) as exc:
+        raise PerfkitFormatError(path, None, f"refused XML ({type(exc).__name__}: {exc})", member=ANCHOR) from exc
     if root.tag != "cube" or root.find("system") is None or root.find("program") is None:
-        raise PerfkitFormatError(path, None, f"member {ANCHOR} has no <cube> with <program> and <system>")
-    return root
+        raise PerfkitFormatError(path, None, "no <cube> with <program> and <system>", member=ANCHOR)
+    return root, raw
+
+
+def _anchor_line(raw: bytes, needle: str) -> int | None:
+    """Line of ``anchor.xml`` where ``needle`` first occurs (for messages), else None."""
+    at = raw.find(needle.encode("utf-8", "replace"))
+    return raw.count(b"\n", 0, at) + 1 if at >= 0 else None
 
 
 # --- the system tree: locations -> ranks -> nodes -----------------------------------------------
@@ -163,6 +259,7 @@ class SystemTree:
     has_nodes: bool = False
     system: str = ""
     warnings: list[str] = field(default_factory=list)
+    raw: bytes = b""
 
     @property
     def ranks(self) -> list[int]:
@@ -178,13 +275,13 @@ class SystemTree:
         return scipy.sparse.csr_matrix((ones, (ranks, locations)), shape=(len(index), n_locations))
 
 
-def _system_tree(path: Path, anchor: Element) -> SystemTree:
-    tree = SystemTree()
+def _system_tree(path: Path, anchor: Element, raw: bytes) -> SystemTree:
+    tree = SystemTree(raw=raw)
     skipped: dict[str, int] = {}
     for top in anchor.find("system").findall("systemtreenode"):
         _walk_system(path, top, None, tree, skipped)
     if not tree.location_rank:
-        raise PerfkitFormatError(path, None, f"member {ANCHOR}: the system tree has no process locations")
+        raise PerfkitFormatError(path, None, "the system tree has no process locations", member=ANCHOR)
     if skipped:
         kinds = ", ".join(f"{n} {t}" for t, n in sorted(skipped.items()))
         tree.warnings.append(f"locations that are not CPU threads of a process were left out ({kinds})")
@@ -214,23 +311,26 @@ def _add_group(path: Path, group: Element, node_name: str | None, tree: SystemTr
     if gtype not in PROCESS_TYPES:
         skipped[gtype] = skipped.get(gtype, 0) + len(locations)
         return
-    rank = _int(path, group.findtext("rank"), "locationgroup/rank")
+    rank = _int(path, tree.raw, group.findtext("rank"), "locationgroup/rank", "<rank>")
     for loc in locations:
         ltype = (loc.findtext("type") or "").strip()
         if ltype not in THREAD_TYPES:
             skipped[ltype] = skipped.get(ltype, 0) + 1
             continue
-        tree.location_rank[_int(path, loc.get("Id"), "location@Id")] = rank
+        tree.location_rank[_int(path, tree.raw, loc.get("Id"), "location@Id", "<location ")] = rank
         tree.rank_threads[rank] = tree.rank_threads.get(rank, 0) + 1
     if node_name is not None:
         tree.rank_node[rank] = node_name
 
 
-def _int(path: Path, text: str | None, what: str) -> int:
-    try:
-        return int(str(text).strip())
-    except ValueError as exc:
-        raise PerfkitFormatError(path, None, f"member {ANCHOR}: {what} is {text!r}, expected an integer") from exc
+def _int(path: Path, raw: bytes, text: str | None, what: str, tag: str) -> int:
+    """A rank or location id: an integer in 0 .. 2**31 - 1; errors name the line in ``anchor.xml``."""
+    value = str(text).strip()
+    if value.isascii() and value.isdigit() and len(value) < 11 and int(value) < 2**31:
+        return int(value)
+    line = _anchor_line(raw, f">{value}<" if tag == "<rank>" else f'"{value}"')
+    raise PerfkitFormatError(path, line, f"{what} is {text!r}, expected an integer in 0..{2**31 - 1}",
+                             member=ANCHOR)
 
 
 # --- the call tree: flatten to MPI functions + Compute ------------------------------------------
@@ -271,14 +371,14 @@ def _flatten_profile(path: Path, parser: Any, system: SystemTree) -> FlatProfile
     cnodes = parser.all_cnodes()
     n_loc = len(parser.get_locations())
     if set(system.location_rank) - set(range(n_loc)):
-        raise PerfkitFormatError(path, None, f"member {ANCHOR}: location ids are not 0..{n_loc - 1}")
+        raise PerfkitFormatError(path, None, f"location ids are not 0..{n_loc - 1}", member=ANCHOR)
     labels = [_label(parser.get_region(c)) for c in cnodes]
     functions = [COMPUTE, *sorted({lab for lab in labels if lab != COMPUTE})]
     index = np.array([functions.index(lab) for lab in labels])
     metrics = {m.name: m for m in parser.all_metrics()}
     flat = FlatProfile(functions=functions, values={}, elapsed_per_location=np.zeros(n_loc))
     if "time" not in metrics:
-        raise PerfkitFormatError(path, None, f"member {ANCHOR}: no 'time' metric (metrics: {sorted(metrics)})")
+        raise PerfkitFormatError(path, None, f"no 'time' metric (metrics: {sorted(metrics)})", member=ANCHOR)
     for ours, names in CUBE_METRICS.items():
         metric = next((metrics[n] for n in names if n in metrics), None)
         if metric is None:
@@ -296,6 +396,7 @@ def _flatten_profile(path: Path, parser: Any, system: SystemTree) -> FlatProfile
                                                      "values of metric 'time'") from None
             flat.warnings.append(f"metric {metric.name!r} is declared but the archive holds no values for it")
             continue
+        _check_values(path, metric, np.asarray(stored.values, dtype=np.float64), len(stored.cnode_indices))
         values = _by_function(stored, cnodes, index, len(functions), n_loc)
         if ours == "time":
             flat.elapsed_per_location = values.sum(axis=0)
@@ -306,6 +407,17 @@ def _flatten_profile(path: Path, parser: Any, system: SystemTree) -> FlatProfile
     if absent:
         flat.warnings.append(f"the profile does not measure {', '.join(absent)} (NaN)")
     return flat
+
+
+def _check_values(path: Path, metric: Any, values: np.ndarray, n_cnodes: int) -> None:
+    """Stored values must be finite and non-negative (no profiler measures a negative time, visit or byte)."""
+    for bad, what in ((~np.isfinite(values), "is not finite"), (values < 0, "is negative")):
+        if bad.any():
+            k = int(np.argmax(bad))
+            n_loc = max(values.size // max(n_cnodes, 1), 1)
+            raise PerfkitFormatError(path, None, f"metric {metric.name!r}: the value {values[k]!r} of call-tree "
+                                                 f"entry {k // n_loc}, location {k % n_loc} {what}",
+                                     member=f"{metric.id}.data")
 
 
 def _label(region: Any) -> str:

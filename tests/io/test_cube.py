@@ -212,12 +212,12 @@ def test_xarray_engine() -> None:
 # --- bad inputs -----------------------------------------------------------------------------------
 
 
-def _assert_format_error(path: Path, *words: str) -> PerfkitFormatError:
+def _assert_format_error(path: Path, *words: str, line: int | None = None) -> PerfkitFormatError:
     with pytest.raises(PerfkitFormatError) as info:
         cube.read(path)
     err = info.value
     assert err.path == str(path)
-    assert err.line is None
+    assert err.line == line
     for word in words:
         assert word in str(err), str(err)
     return err
@@ -263,7 +263,8 @@ def test_missing_anchor(tmp_path: Path) -> None:
 
 def test_anchor_not_xml(tmp_path: Path) -> None:
     members = {**_members(BLAST), "anchor.xml": b"<cube><program>"}
-    _assert_format_error(_write_tar(tmp_path / "badxml.cubex", members), "anchor.xml", "not valid XML")
+    err = _assert_format_error(_write_tar(tmp_path / "badxml.cubex", members), "anchor.xml", "not valid XML", line=1)
+    assert err.member == "anchor.xml"
 
 
 def test_anchor_without_system_tree(tmp_path: Path) -> None:
