@@ -1,10 +1,23 @@
 """Findings: what limits each run, in sentences with evidence, ranked by the time at stake.
 
-``diagnose`` applies the MPInside inferences: large late-sender wait (``w_MPI_Recv``) or collective
-wait (``b_MPI_Bcast``) means ranks arrive late, not a slow network; waits that come with matching
-irregularities in compute time are load imbalance; transfer time is what a perfect interconnect
-would remove. It adds the common observations of scaling studies: the communication share rising
-with scale, MPI_Allreduce / MPI_Bcast dominating MPI time, and small, latency-bound messages.
+``diagnose`` walks the POP hierarchy (``perfkit.analysis.pop``) from the largest loss down. The
+time lost per rank, ``T - mean_r C_r`` (elapsed minus mean compute), splits exactly into
+
+* load imbalance ``max_r C_r - mean_r C_r`` (load balance),
+* waits the compute imbalance does not explain ``T_ideal - max_r C_r`` (serialisation efficiency:
+  on an ideal network the run would still take ``T_ideal`` while no rank computes longer than
+  ``max_r C_r``),
+* transfer ``T - T_ideal`` (transfer efficiency).
+
+The first finding of a run (category ``efficiency``) states the hierarchy and names the largest
+loss. Low load balance (below ``BALANCED``) is named as such, with the slow ranks. Waits that the
+compute imbalance does not explain are never called load imbalance: the finding lists what they
+could be (serialisation, dynamic imbalance, interference, ranks sharing cores, the network) and
+what measurement tells them apart, because a profile (per-rank totals) cannot. Every number says
+whether it is measured or modelled (waits estimated by ``waits.wait_split``). Per call, large
+late-sender or collective wait means ranks arrive late (waiting, not moving data). It adds the
+common observations of scaling studies: the communication share rising with scale,
+MPI_Allreduce / MPI_Bcast dominating MPI time, and small, latency-bound messages.
 
 Every finding has the run, a ``category``, a ``title``, a ``text`` with the numbers, ranks and
 functions behind it, ``seconds`` (time at stake per rank [s]: what the cause costs the elapsed
@@ -24,6 +37,7 @@ import xarray as xr
 
 from perfkit.analysis.cube import metric_values, nan_sum
 from perfkit.analysis.imbalance import by_node, imbalance, mpi_share, rank_values, size_summary, slow_ranks
+from perfkit.analysis.pop import pop_from_parts, startup_time
 from perfkit.analysis.waits import breakdown, call_wait_share, wait_split
 
 COLUMNS = ["run", "category", "title", "text", "seconds", "share", "severity"]
@@ -34,6 +48,16 @@ WAIT_SHARE = 0.5
 SLOW_NODE = 0.05
 #: A rank whose compute exceeds the mean by this much is a slow rank.
 SLOW_RANK = 0.10
+#: Compute load balance (mean/max) at or above this is balanced: no load-imbalance finding.
+BALANCED = 0.95
+#: A run losing less than this share of its elapsed time is efficient (POP's "good" is >= 0.8 per
+#: factor; a loss under 10 % is not worth a finding of its own).
+EFFICIENT = 0.90
+UNKNOWN_CAUSES = ("serialisation (ranks waiting on each other in turn, as in a pipeline), dynamic imbalance "
+                  "(a different rank late in each step), interference (OS noise, other jobs on the nodes), "
+                  "ranks sharing cores, or the network (transfers that vary)")
+TELL_APART = ("a profile holds per-rank totals and cannot tell them apart; a trace (per-step times per rank) "
+              "can, and `perfkit collect --slt` measures the waits")
 
 
 @dataclass(frozen=True)
@@ -46,6 +70,7 @@ class _Context:
     parts: xr.Dataset  #: ``breakdown``: time [s] per run, rank and kind
     compute: xr.DataArray  #: compute time [s] per run and rank
     mpi: pd.DataFrame  #: ``mpi_share``: MPI time [s] and calls per run and call
+    pop: xr.Dataset  #: ``pop_metrics``: the POP efficiencies and the times behind them, per run
 
 
 def format_ranks(ranks: Iterable[int], limit: int = 6) -> str:
@@ -70,8 +95,8 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     sub = ds.drop_vars("traffic", errors="ignore").sel(run=runs).load()
     context = _context(sub)
     rows: list[dict[str, Any]] = []
-    for finder in (_wait_findings, _imbalance_findings, _node_findings, _transfer_findings,
-                   _share_findings, _size_findings):
+    for finder in (_hierarchy_findings, _unexplained_wait_findings, _wait_findings, _imbalance_findings,
+                   _node_findings, _transfer_findings, _share_findings, _size_findings):
         rows += finder(sub, context)
     if run is None:
         rows += _trend_findings(sub, context)
@@ -85,8 +110,9 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
 def _context(ds: xr.Dataset) -> _Context:
     """The shared quantities of ``ds`` (the runs being diagnosed)."""
     split = wait_split(ds)
-    return _Context(elapsed=_elapsed(ds), ranks=_rank_counts(ds), split=split, parts=breakdown(ds, split),
-                    compute=rank_values(ds), mpi=mpi_share(ds))
+    parts = breakdown(ds, split)
+    return _Context(elapsed=_elapsed(ds), ranks=_rank_counts(ds), split=split, parts=parts,
+                    compute=rank_values(ds), mpi=mpi_share(ds), pop=pop_from_parts(ds, split, parts))
 
 
 def _elapsed(ds: xr.Dataset) -> pd.Series:
@@ -119,7 +145,7 @@ def _wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
         for j in np.flatnonzero(flagged):
             call, kind = str(calls[j]), str(kinds[j])
             text = (_wait_text(call, kind, ratio[i, j], mean_wait[i, j], bool(estimated[i, j]))
-                    + _compute_link(waits[i, :, j], compute[i]))
+                    + _compute_link(waits[i, :, j], compute[i], context.pop.isel(run=i)))
             rows.append(_row(run, kind, f"{call}: {_wait_name(kind)}", text, mean_wait[i, j]))
     return rows
 
@@ -134,20 +160,34 @@ def _wait_text(call: str, kind: str, share: float, mean_wait: float, estimated: 
     how = "estimated from per-call time above the fastest rank" if estimated else "measured"
     cause = ("ranks arrive late at the collective" if kind == "wait_collective"
              else "the matching sends are posted late")
-    return (f"{100 * float(share):.0f}% of {call} time is {_wait_name(kind)} ({how}): {cause}, not a network "
-            f"problem; {float(mean_wait):.3g} s per rank on average.")
+    return (f"{100 * float(share):.0f}% of {call} time is {_wait_name(kind)} ({how}): {cause}, time spent "
+            f"waiting, not moving data; {float(mean_wait):.3g} s per rank on average.")
 
 
-def _compute_link(wait: np.ndarray, work: np.ndarray) -> str:
-    """Sentence relating a call's per-rank wait to compute time (the load-imbalance inference)."""
+def _compute_link(wait: np.ndarray, work: np.ndarray, pop: xr.Dataset) -> str:
+    """Sentence relating a call's per-rank wait to compute time, and how much load imbalance explains.
+
+    ``pop`` is the run's row of ``pop_metrics``. Anti-correlation (ranks that compute more wait
+    less) is load imbalance only up to ``max - mean`` compute; a balanced run's waits are not.
+    """
     ok = ~np.isnan(wait) & ~np.isnan(work)
     if int(ok.sum()) < 3 or not _varies(wait, ok) or not _varies(work, ok):
         return ""
     r = float(np.corrcoef(wait[ok], work[ok])[0, 1])
     if r > -0.5:
         return ""
-    return (f" Ranks that compute more wait less (correlation {r:.2f}): the waits mirror the compute "
-            f"irregularities, i.e. load imbalance.")
+    balance = float(pop["load_balance"])
+    explained = float(pop["useful_max"] - pop["useful_mean"])
+    unexplained = float(pop["ideal_elapsed"] - pop["useful_max"])
+    if balance >= BALANCED:
+        return (f" Ranks that compute more wait less (correlation {r:.2f}), but compute is balanced (load balance "
+                f"{balance:.2f}, measured): the compute differences ({explained:.3g} s, max - mean) cannot explain "
+                "this waiting; it is not load imbalance (see the finding on unexplained waits).")
+    text = (f" Ranks that compute more wait less (correlation {r:.2f}): load imbalance (load balance {balance:.2f}, "
+            f"measured) accounts for {explained:.3g} s per rank of the run's waiting (max - mean compute)")
+    if unexplained > 0.25 * max(explained, 1e-300):
+        text += f"; {unexplained:.3g} s more is not explained by it (see the finding on unexplained waits)"
+    return text + "."
 
 
 def _varies(values: np.ndarray, ok: np.ndarray) -> bool:
@@ -162,9 +202,9 @@ def _imbalance_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
     rows = []
     for i, run in enumerate(map(str, ds["run"].values)):
         s = {name: float(values[i]) for name, values in columns.items()}
-        if not np.isfinite(s["imbalance_time"]) or s["imbalance_time"] <= 0:
+        if not np.isfinite(s["imbalance_time"]) or s["imbalance_time"] <= 0 or s["load_balance"] >= BALANCED:
             continue
-        text = (f"Compute load balance {s['load_balance']:.2f} (mean/max): the busiest rank "
+        text = (f"Load balance {s['load_balance']:.2f} (mean/max compute time per rank, measured): the busiest rank "
                 f"{int(s['rank_of_max'])} computes {s['max']:.3g} s against a mean of {s['mean']:.3g} s "
                 f"({100 * (s['max_over_mean'] - 1):.0f}% above).")
         slow = slow_ranks(ds, run, threshold=SLOW_RANK, values=context.compute)
@@ -198,20 +238,126 @@ def _node_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
 
 
 def _transfer_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
-    """Transfer time: the most a perfect interconnect could remove."""
+    """Transfer time: transfer efficiency, and the most a perfect interconnect could remove."""
     transfer = context.parts["time"].sel(kind="transfer").values
-    estimated, ranks = context.parts["estimated"].values, context.parts["rank"].values
+    ranks = context.parts["rank"].values
+    pop = context.pop
     rows = []
     for i, run in enumerate(map(str, ds["run"].values)):
         t = transfer[i]
         most = float(np.fmax.reduce(t))
         if not np.isfinite(most) or most <= 0:
             continue
-        how = " (waits partly estimated)" if estimated[i] else ""
-        text = (f"Data transfer (including MPI overhead) takes {float(np.nanmean(t)):.3g} s per rank on average "
-                f"(at most {most:.3g} s, rank {int(ranks[np.nanargmax(t)])}){how}: a perfect interconnect would "
-                f"remove at most that; waits would remain.")
-        rows.append(_row(run, "transfer", "Network transfer time", text, np.fmin.reduce(t)))
+        efficiency, how = float(pop["transfer_efficiency"][i]), _evidence(pop, i, "transfer_efficiency")
+        lost = float(pop["elapsed"][i] - pop["ideal_elapsed"][i])
+        seconds = lost if np.isfinite(lost) else float(np.fmin.reduce(t))
+        text = (f"Transfer efficiency {efficiency:.2f} ({how}): moving data (including MPI overhead) takes "
+                f"{float(np.nanmean(t)):.3g} s per rank on average (at most {most:.3g} s, rank "
+                f"{int(ranks[np.nanargmax(t)])}); the run would be about {seconds:.3g} s shorter on an ideal network. "
+                "A perfect interconnect would remove at most the transfer time; waits would remain.")
+        rows.append(_row(run, "transfer", "Network transfer time", text, max(seconds, 0.0)))
+    return rows
+
+
+def _evidence(pop: xr.Dataset, i: int, name: str) -> str:
+    """``measured`` / ``modelled`` / ``unavailable`` of efficiency ``name`` in run ``i``, with a short why."""
+    source = str(pop["evidence"].isel(run=i).sel(efficiency=name).item())
+    if source == "modelled":
+        return "modelled: waits estimated by the wait split"
+    return source
+
+
+def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
+    """Per run, the POP hierarchy and its largest loss: the first finding of every run."""
+    pop = context.pop
+    rows = []
+    for i, run in enumerate(map(str, ds["run"].values)):
+        v = {name: float(pop[name][i]) for name in ("load_balance", "communication_efficiency",
+                                                     "serialisation_efficiency", "transfer_efficiency",
+                                                     "parallel_efficiency")}
+        elapsed, mean, top, ideal = (float(pop[n][i]) for n in ("elapsed", "useful_mean", "useful_max",
+                                                                 "ideal_elapsed"))
+        if not np.isfinite(v["parallel_efficiency"]):
+            continue
+        lost = elapsed * (1 - v["parallel_efficiency"])
+        if not np.isfinite(v["load_balance"]):
+            note = str(pop["note"].isel(run=i).sel(efficiency="load_balance").item())
+            text = (f"Parallel efficiency {v['parallel_efficiency']:.2f} (measured, {_stated(pop, i)}): {lost:.3g} s "
+                    f"of {elapsed:.3g} s is not compute. Load balance and the split of the loss are unavailable: "
+                    f"{note}. A verbose report (per-rank times) would give them.")
+            rows.append(_row(run, "efficiency", f"Parallel efficiency {v['parallel_efficiency']:.2f}", text, lost))
+            continue
+        network = _evidence(pop, i, "serialisation_efficiency")
+        losses = {name: max(seconds, 0.0) for name, seconds in
+                  {"load imbalance": top - mean, "unexplained waits": ideal - top, "transfer": elapsed - ideal}.items()}
+        text = (f"Parallel efficiency {v['parallel_efficiency']:.2f} = load balance {v['load_balance']:.2f} (measured)"
+                f" x communication efficiency {v['communication_efficiency']:.2f} (measured) = serialisation "
+                f"{v['serialisation_efficiency']:.2f} x transfer {v['transfer_efficiency']:.2f} ({network}). Of "
+                f"{lost:.3g} s per rank not spent computing (elapsed {elapsed:.3g} s, mean compute {mean:.3g} s): "
+                + ", ".join(f"{name} {seconds:.3g} s" for name, seconds in losses.items()) + ". ")
+        largest = max(losses, key=lambda k: losses[k])
+        if v["parallel_efficiency"] >= EFFICIENT:
+            title = f"Efficient: parallel efficiency {v['parallel_efficiency']:.2f}"
+            text += (f"No loss is worth pursuing (less than {100 * (1 - EFFICIENT):.0f}% of the elapsed time); "
+                     f"compute is {'balanced' if v['load_balance'] >= BALANCED else 'nearly balanced'}.")
+        elif largest == "load imbalance":
+            title = f"Largest loss: load imbalance (load balance {v['load_balance']:.2f})"
+            text += _largest_imbalance(ds, context, run)
+        elif largest == "unexplained waits":
+            title = (f"Largest loss: waits the compute imbalance does not explain (serialisation efficiency "
+                     f"{v['serialisation_efficiency']:.2f}); a profile cannot tell their cause")
+            text += (f"Largest: {losses[largest]:.3g} s of waiting that is not load imbalance (compute load balance "
+                     f"{v['load_balance']:.2f}). It could be {UNKNOWN_CAUSES}: {TELL_APART}.")
+        else:
+            title = f"Largest loss: transfer (transfer efficiency {v['transfer_efficiency']:.2f})"
+            text += ("Largest: moving data. A faster network, fewer or larger messages, or a placement that keeps "
+                     "partners on a node would help; waits would remain.")
+        rows.append(_row(run, "efficiency", title, text, lost))
+    return rows
+
+
+def _stated(pop: xr.Dataset, i: int) -> str:
+    return str(pop["note"].isel(run=i).sel(efficiency="parallel_efficiency").item())
+
+
+def _largest_imbalance(ds: xr.Dataset, context: _Context, run: str) -> str:
+    """Sentence naming the busiest and the slow ranks of ``run`` (the load-imbalance loss)."""
+    compute = context.compute.sel(run=run)
+    busiest = int(compute["rank"].values[int(np.nanargmax(compute.values))])
+    slow = slow_ranks(ds, run, threshold=SLOW_RANK, values=context.compute)
+    text = f"Largest: load imbalance; rank {busiest} computes most"
+    if len(slow):
+        text += _slow_rank_text(slow, int(context.ranks[run])).replace(" Compute time of", "; compute time of")
+    else:
+        text += "."
+    return text
+
+
+def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
+    """Waits beyond what the compute imbalance explains (serialisation efficiency), never called load imbalance."""
+    pop = context.pop
+    parts = context.parts["time"]
+    rows = []
+    for i, run in enumerate(map(str, ds["run"].values)):
+        ideal, top, elapsed = (float(pop[n][i]) for n in ("ideal_elapsed", "useful_max", "elapsed"))
+        seconds = ideal - top
+        if not np.isfinite(seconds) or seconds <= 0.01 * elapsed:
+            continue
+        compute = context.compute.isel(run=i)
+        busiest = int(compute["rank"].values[int(np.nanargmax(compute.values))])
+        own = parts.isel(run=i).sel(rank=busiest)
+        waited = float(own.sel(kind=["wait_late_sender", "wait_collective"]).sum())
+        startup = float(startup_time(ds)[i][compute["rank"].values == busiest][0])
+        other = float(own.sel(kind=["io", "other"]).sum()) - startup
+        how = _evidence(pop, i, "serialisation_efficiency")
+        text = (f"Serialisation efficiency {float(pop['serialisation_efficiency'][i]):.2f} ({how}): on an ideal "
+                f"network the run would still take {ideal:.3g} s while no rank computes more than {top:.3g} s; rank "
+                f"{busiest}, which computes most, still waits {waited:.3g} s and spends {other:.3g} s in I/O and "
+                f"other calls (start-up left out). These {seconds:.3g} s are not load imbalance (that is max - mean "
+                f"compute, {top - float(pop['useful_mean'][i]):.3g} s). They could be {UNKNOWN_CAUSES}: {TELL_APART}.")
+        if how != "measured":
+            text += " The waits here are estimated; measured waits would make this number exact."
+        rows.append(_row(run, "unexplained_wait", "Waits the compute imbalance does not explain", text, seconds))
     return rows
 
 

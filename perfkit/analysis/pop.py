@@ -12,6 +12,11 @@ and ``T_ideal`` the elapsed time on an ideal (instantaneous) network:
   ``nprocs / nprocs(reference)``), the reference being the run with the fewest ranks;
 * ``global_efficiency`` ``GE = PE x CS``.
 
+Start-up and shut-down (``MPI_Init``, ``MPI_Init_thread``, ``MPI_Finalize``, where a profile
+has them) are not part of the parallel region: their time is left out of every rank's total, and
+the elapsed time is shortened by the longest rank's share (``T = T_given - (max_r total_r -
+max_r (total_r - startup_r)))``).
+
 The ideal-network elapsed time removes every rank's transfer time ``X_r`` and keeps its waits
 ``W_r`` (late sender + collective wait) and I/O and other time ``O_r``:
 ``T_ideal = max_r (C_r + W_r + O_r) + (T - max_r total_r)`` (the last term is time outside the
@@ -57,6 +62,8 @@ LABELS = {
     "computation_scalability": "Computation scalability",
 }
 SOURCES = ("measured", "modelled", "unavailable")
+#: Start-up and shut-down: not part of the parallel region the efficiencies describe.
+STARTUP = ("MPI_Init", "MPI_Init_thread", "MPI_Finalize")
 _NETWORK = ("serialisation_efficiency", "transfer_efficiency")
 _COMPUTE_ONLY = ("load_balance", "communication_efficiency", "parallel_efficiency")
 
@@ -73,12 +80,18 @@ def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | No
     """
     ds = ds.drop_vars("traffic", errors="ignore")
     split = wait_split(ds)
-    parts = breakdown(ds, split)
+    return pop_from_parts(ds, split, breakdown(ds, split), reference=reference, weak=weak)
+
+
+def pop_from_parts(ds: xr.Dataset, split: xr.Dataset, parts: xr.Dataset, *, reference: str | None = None,
+                   weak: bool | None = None) -> xr.Dataset:
+    """``pop_metrics`` from an already computed ``wait_split`` and ``breakdown`` of ``ds``."""
     time = parts["time"]
     compute = time.sel(kind="compute").values
     transfer = time.sel(kind="transfer").values
-    total = parts["total"].values
-    exists = ~np.isnan(total)
+    full = parts["total"].values
+    exists = ~np.isnan(full)
+    total = full - startup_time(ds)
     per_rank = exists.any(axis=1) & ~np.isnan(np.where(exists, compute, 0.0)).all(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # runs without per-rank values: NaN, reported below
@@ -86,7 +99,7 @@ def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | No
         useful_mean = np.where(per_rank, np.nanmean(np.where(exists, compute, np.nan), axis=1), np.nan)
         useful_total = useful_mean * exists.sum(axis=1)
         longest = np.fmax.reduce(total, axis=1)
-        elapsed = _elapsed(ds, longest)
+        elapsed = _elapsed(ds, np.fmax.reduce(full, axis=1)) - (np.fmax.reduce(full, axis=1) - longest)
         ideal = np.fmax.reduce(total - transfer, axis=1) + np.fmax(elapsed - longest, 0.0)
         values = {
             "load_balance": useful_mean / useful_max,
@@ -145,10 +158,19 @@ _NO_RANKS = "no per-rank times in the profile (e.g. a concise mpiP report states
 _STATED = "from the report's stated means: (mean AppTime - mean MPI time) / max AppTime"
 
 
+def startup_time(ds: xr.Dataset) -> np.ndarray:
+    """Time [s] in start-up and shut-down calls (``STARTUP``) per (run, rank), 0 where there is none."""
+    columns = np.isin(ds["call"].values, STARTUP)
+    return np.nansum(metric_values(ds, "time")[..., columns], axis=-1)
+
+
 def _elapsed(ds: xr.Dataset, longest: np.ndarray) -> np.ndarray:
-    """Elapsed time per run [s]: the ``elapsed`` coordinate, else the longest rank's total."""
+    """Elapsed time per run [s]: the ``elapsed`` coordinate, else (or when longer) the longest rank's total.
+
+    A rank's total cannot exceed the elapsed time; when it does, the printed elapsed time was rounded.
+    """
     given = ds["elapsed"].values.astype(float) if "elapsed" in ds.coords else np.full(longest.shape, np.nan)
-    return np.where(np.isnan(given), longest, given)
+    return np.fmax(given, longest)
 
 
 def _estimated_calls(ds: xr.Dataset, split: xr.Dataset) -> list[list[str]]:

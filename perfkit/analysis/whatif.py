@@ -81,7 +81,7 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
     busy_after = after_busy.sum("kind", skipna=True).where(after_busy.notnull().any("kind"))
     longest = busy_after.max("rank")
     if scenario == "balance":  # balancing cannot lengthen the run: a longer busiest rank is waiting counted as transfer
-        longest = np.fmin(longest, busy.max("rank"))
+        longest = np.fmin(longest, np.fmin(busy.max("rank"), elapsed - after_dynamic))
     elapsed_after = longest + after_dynamic
     after = xr.concat([after_busy, _waits(before, elapsed_after - busy_after)], dim="kind").sel(kind=before["kind"])
     kept, gone = _dynamic_range(before, dynamic, scenario, k)

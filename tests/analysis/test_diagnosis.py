@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -105,3 +106,65 @@ def test_lazy_cube_gives_the_same_findings(n96, tmp_path):
     assert lazy["profile"].chunks is not None
     label = str(n96["run"].values[0])
     pd.testing.assert_frame_equal(diagnose(lazy, run=label), diagnose(n96, run=label))
+
+
+IPM = ROOT / "tests" / "data" / "ipm" / "real"
+REAL = [str(MPIP / app / "*" / "*.mpiP") for app in ("HPCCG-strong", "CloverLeaf-strong")] + [
+    str(IPM / app / "*" / "*.ipm.xml") for app in ("HPCCG-strong", "CloverLeaf-strong")]
+
+
+def claims_imbalance(row) -> bool:
+    """Whether a finding attributes time to load imbalance (a number of seconds of it is no claim)."""
+    return (row["category"] == "load_imbalance" or "load imbalance" in row["title"].lower()
+            or "load imbalance (load balance" in row["text"] or "i.e. load imbalance" in row["text"])
+
+
+@pytest.fixture(scope="module")
+def real_runs():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [perfkit.open_runs(pattern) for pattern in REAL]
+
+
+def test_balanced_real_runs_claim_no_load_imbalance(real_runs):
+    balanced = 0
+    for ds in real_runs:
+        found = diagnose(ds)
+        balance = perfkit.pop_metrics(ds)["load_balance"].to_series()
+        for run in balance.index[(balance >= 0.95) & (ds["nprocs"].to_series() > 1)]:
+            balanced += 1
+            rows = found[found["run"] == run]
+            assert not any(claims_imbalance(r) for _, r in rows.iterrows()), rows["text"].tolist()
+            first = rows.iloc[0]
+            assert first["category"] == "efficiency" and "load balance" in first["text"]
+            assert "measured" in first["text"]
+    assert balanced >= 3  # HPCCG mpiP 2 and 4 ranks, HPCCG IPM 2 ranks
+
+
+def test_unexplained_waits_say_what_they_could_be(real_runs):
+    found = diagnose(real_runs[0], run="test_HPCCG.4.27750.1")  # load balance 0.98, MPI 36 %
+    first = found.iloc[0]
+    assert first["category"] == "efficiency" and "cannot tell" in first["title"]
+    for cause in ("serialisation", "interference", "ranks sharing cores", "network", "trace", "perfkit collect --slt"):
+        assert cause in first["text"]
+    waits = found[found["category"] == "unexplained_wait"].iloc[0]
+    assert "not load imbalance" in waits["text"] and "modelled" in waits["text"]
+
+
+def test_imbalanced_real_run_names_the_ranks(real_runs):
+    found = diagnose(real_runs[1], run="clover_leaf.16.29054.1")  # load balance 0.59
+    row = found[found["category"] == "load_imbalance"].iloc[0]
+    assert row["text"].startswith("Load balance 0.59") and "ranks " in row["text"]
+
+
+def test_efficiency_summary_comes_first_and_adds_up(n96):
+    found = diagnose(n96, run="collective_wait")
+    first = found.iloc[0]
+    assert first["category"] == "efficiency"
+    pop = perfkit.pop_metrics(n96.sel(run=["collective_wait"]))
+    lost = float(pop["elapsed"][0] - pop["useful_mean"][0])
+    assert first["seconds"] == pytest.approx(lost)
+    parts = [float(pop["useful_max"][0] - pop["useful_mean"][0]), float(pop["ideal_elapsed"][0] - pop["useful_max"][0]),
+             float(pop["elapsed"][0] - pop["ideal_elapsed"][0])]
+    assert sum(parts) == pytest.approx(lost)
+    assert f"load imbalance {parts[0]:.3g} s" in first["text"]
