@@ -23,8 +23,11 @@ import xarray as xr
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.mpinside_names import column_function
 from perfkit.model import SIZE_STATS, TRAFFIC_QUANTITIES, make_run
+from perfkit.options import too_big
 
 PLACEHOLDER = b"-----"
+#: Ranks, and rank indices of matrices, are below this (MPI ranks are C ints).
+MAX_RANK = 2**31
 _HEADER = re.compile(rb"^[ \t]*>{3,}[ \t]*(.*?)[ \t]*<{3,}[ \t]*\r?$", re.M)
 _SNIFF = re.compile(rb"(?m)^[ \t]*>{3,}[ \t]*(Communication\s+time\s+totals|Bytes\s+sent|Calls\s+sending\s+data|"
                     rb"Bytes\s+received|Calls\s+receiving\s+data|Rank\s+\d+\s+Sizes?\s+distribution)", re.I)
@@ -145,7 +148,33 @@ def parse_numbers(raw: bytes, ncols: int, path: Path, first_line: int, what: str
     # pandas pads short rows with NaN: more NaN than placeholders means a row lacks fields
     if values.shape[1] != ncols or np.count_nonzero(np.isnan(values)) != raw.count(PLACEHOLDER):
         _raise_on_bad_row(raw, ncols, path, first_line, what)
+        row, token = _first_bad_token(raw)
+        raise PerfkitFormatError(path, first_line + row, f"{what}: expected a number or '-----', found {token!r}")
+    _check_values(values, raw, path, first_line, what)
     return values
+
+
+def _check_values(values: np.ndarray, raw: bytes, path: Path, first_line: int, what: str) -> None:
+    """No table holds a negative or infinite number (times, bytes, calls, ranks, sizes): the line is named."""
+    bad = np.isinf(values) | (values < 0)
+    if not bad.any():
+        return
+    row = int(np.argmax(bad.any(axis=1)))
+    col = int(np.argmax(bad[row]))
+    why = "is negative" if values[row, col] < 0 else "is infinite (or beyond the float range)"
+    raise PerfkitFormatError(path, _row_line(raw, first_line, row),
+                             f"{what}: column {col + 1} holds {values[row, col]!r}, which {why}; MPInside "
+                             "measures no negative or infinite time, byte count or call count")
+
+
+def _row_line(raw: bytes, first_line: int, row: int) -> int:
+    """File line of the ``row``-th non-blank line of ``raw`` (error path only)."""
+    seen = -1
+    for number, text in enumerate(raw.splitlines()):
+        seen += bool(text.strip())
+        if seen == row:
+            return first_line + number
+    return first_line + row
 
 
 def _raise_on_bad_row(raw: bytes, ncols: int, path: Path, first_line: int, what: str) -> None:
@@ -165,7 +194,8 @@ def _first_bad_token(raw: bytes) -> tuple[int, str]:
             if token == PLACEHOLDER:
                 continue
             try:
-                float(token)
+                if float(token) != float(token):  # nan, NaN: a token MPInside does not write
+                    return row, token.decode("latin-1")
             except ValueError:
                 return row, token.decode("latin-1")
     return 0, "?"
@@ -179,9 +209,10 @@ def _first_binary_line(raw: bytes) -> int:
 
 
 def _rank_column(values: np.ndarray, path: Path, first_line: int, what: str) -> np.ndarray:
-    bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values != np.round(values)))
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values != np.round(values)) | (values >= MAX_RANK))
     if bad.size:
-        raise PerfkitFormatError(path, first_line + int(bad[0]), f"{what}: CPU must be a rank number >= 0")
+        raise PerfkitFormatError(path, first_line + int(bad[0]), f"{what}: CPU must be a rank number in "
+                                                                 f"0..{MAX_RANK - 1}")
     ranks = values.astype(np.int64)
     if ranks.size < 2 or np.all(ranks[1:] > ranks[:-1]):  # the usual case: increasing ranks
         return ranks
@@ -268,8 +299,8 @@ def _index_column(values: np.ndarray, path: Path, line: int, what: str) -> np.nd
         as_float = np.asarray(values, dtype=np.float64)
     except ValueError:
         raise PerfkitFormatError(path, line, f"{what}: rank indices must be integers") from None
-    if np.any(~np.isfinite(as_float) | (as_float < 0) | (as_float != np.round(as_float))):
-        raise PerfkitFormatError(path, line, f"{what}: rank indices must be integers >= 0")
+    if np.any(~np.isfinite(as_float) | (as_float < 0) | (as_float != np.round(as_float)) | (as_float >= MAX_RANK)):
+        raise PerfkitFormatError(path, line, f"{what}: rank indices must be integers in 0..{MAX_RANK - 1}")
     return as_float.astype(np.int64)
 
 
@@ -283,6 +314,9 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
         if b"\x00" in head:
             raise PerfkitFormatError(path, 1, "binary data, expected MPInside text tables")
         _skip_preamble(path, head[: head.rfind(b"\n") + 1] or head)  # fail on junk before reading it all
+        refusal = too_big(2.0 * path.stat().st_size, "holding this MPInside file and its tables")
+        if refusal:
+            raise PerfkitFormatError(path, None, refusal)
         fh.seek(0)
         data = fh.read()
     return _assemble(path, iter_blocks(path, data), {**_preamble_metadata(path, data), **run_metadata})
@@ -415,16 +449,16 @@ def _traffic(matrices: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], ran
     import sparse
 
     n = ranks.size
-    pos = np.full(int(ranks.max()) + 1, -1)
-    pos[ranks] = np.arange(n)
+    index = pd.Index(ranks)  # rank -> position, without an array as long as the largest rank
     coords, data = [], []
     for name, (i, j, v) in matrices.items():
-        if i.size and (i.max() > ranks.max() or j.max() > ranks.max() or np.any(pos[i] < 0) or np.any(pos[j] < 0)):
+        pi, pj = index.get_indexer(i), index.get_indexer(j)
+        if np.any(pi < 0) or np.any(pj < 0):
             raise PerfkitFormatError(path, None, f"matrix {name}(i,j) names ranks that are not in the tables")
         # TIME(i,j) is the time i spent receiving from j: sender j -> receiver i.
-        sender, receiver = (j, i) if name == "TIME" else (i, j)
+        sender, receiver = (pj, pi) if name == "TIME" else (pi, pj)
         q = TRAFFIC_QUANTITIES.index(_MATRIX_QUANTITY[name])
-        coords.append(np.stack([pos[sender], pos[receiver], np.full(sender.size, q)]))
+        coords.append(np.stack([sender, receiver, np.full(sender.size, q)]))
         data.append(v)
     absent = [q for q, n_ in _MATRIX_QUANTITY.items() if q not in matrices]
     arr = sparse.COO(np.concatenate(coords, axis=1), np.concatenate(data), shape=(n, n, len(TRAFFIC_QUANTITIES)),

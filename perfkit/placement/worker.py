@@ -6,6 +6,11 @@ line alike, and starts fast because it loads only the file that defines the func
 perfkit package). The module path, function name and arguments go over stdin as a pickle; the
 result comes back over the worker's original stdout, while anything printed to stdout there (C
 libraries included) is redirected to stderr, whose last lines are kept for error messages.
+
+The worker dies with its caller however the caller ends (a killed or restarted Jupyter kernel
+leaves no orphan under PID 1): the kernel's parent-death signal (``PR_SET_PDEATHSIG``, Linux;
+it fires when the thread that started the worker ends, and that thread waits for the worker), and
+a thread in the worker that exits as soon as its parent pid changes (any POSIX system).
 """
 
 from __future__ import annotations
@@ -21,6 +26,23 @@ from typing import Any
 
 _BOOT = """
 import importlib.util, os, pickle, sys
+# Die with the parent, whatever kills it (SIGKILL included): the kernel's parent-death signal on
+# Linux, and a thread watching the parent pid (also catches a parent that died before prctl ran).
+parent = int(sys.argv[1])
+try:
+    import ctypes, signal
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != parent:
+    os._exit(70)
+def _watch_parent():
+    import time
+    while os.getppid() == parent:
+        time.sleep(0.25)
+    os._exit(70)
+import threading
+threading.Thread(target=_watch_parent, name="perfkit-parent-watch", daemon=True).start()
 result_stream = os.fdopen(os.dup(1), "wb")
 os.dup2(2, 1)
 sys.stdout = sys.stderr
@@ -74,7 +96,7 @@ def run_isolated(
     name = func.__name__
     payload = pickle.dumps((path, name, args), protocol=pickle.HIGHEST_PROTOCOL)
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-c", _BOOT],
+        [sys.executable, "-I", "-c", _BOOT, str(os.getpid())],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

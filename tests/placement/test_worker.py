@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 from perfkit.placement.worker import WorkerError, WorkerTimeout, run_isolated
@@ -47,3 +53,40 @@ def test_only_top_level_functions() -> None:
         run_isolated(lambda: 1)
     with pytest.raises(ValueError, match="top-level function"):
         run_isolated(len, [1])
+
+
+_MAPPING_PARENT = """
+import sys
+from perfkit.placement.scotch import graph_from_matrix, map_graph
+from perfkit.placement.synthetic import stencil_3d
+from perfkit.placement.topology import Topology
+graph = graph_from_matrix(stencil_3d((64, 32, 32)))
+print("mapping", flush=True)
+map_graph(graph, Topology(nodes=1366, cores=48).scotch_arch(65536), timeout=600)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_worker_dies_with_its_parent(sig: signal.Signals) -> None:
+    """A kernel killed in the middle of a large Scotch map leaves no worker behind (no orphan under PID 1)."""
+    parent = subprocess.Popen([sys.executable, "-c", _MAPPING_PARENT], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert parent.stdout.readline().strip() == "mapping"
+        deadline = time.monotonic() + 60
+        workers: list[psutil.Process] = []
+        while not workers and time.monotonic() < deadline:
+            workers = psutil.Process(parent.pid).children()
+            time.sleep(0.05)
+        assert len(workers) == 1, "no worker process appeared"
+        worker = workers[0]
+        time.sleep(1.5)  # well inside the map (tens of seconds for 65,536 vertices)
+        assert worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE
+        os.kill(parent.pid, sig)
+        parent.wait(timeout=30)
+        _gone, alive = psutil.wait_procs([worker], timeout=10)
+        assert not alive, f"worker {worker.pid} outlived its parent (now under pid {worker.ppid()})"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
