@@ -53,7 +53,7 @@ RUN_TEXT = ("label", "system", "mode", "format", "source")
 RUN_FIELDS = RUN_TEXT + RUN_NUMERIC
 MODES = ("basic", "slt", "collective_wait", "slt+collective_wait", "perfect", "")
 #: Optional text run coordinates, present only when some run states them.
-RUN_OPTIONAL = ("scaling", "detail")
+RUN_OPTIONAL = ("scaling", "detail", "selected_region")  # selected_region: IPM region read, "" = whole run
 #: ``scaling`` values: fixed total problem (``strong``) or fixed work per process (``weak``).
 SCALINGS = ("strong", "weak", "")
 #: ``detail`` values: ``profile`` measured per rank (``per_rank``, also when absent or empty) or

@@ -334,9 +334,13 @@ class _Columns:
 def read(path: str | Path, *, region: str | None = None, **run_metadata: Any) -> xr.Dataset:
     """Read an IPM XML log into the canonical Dataset.
 
-    ``region=None`` sums the top-level regions (the whole run); ``region="name"`` selects one
-    IPM region (inclusive of its sub-regions). ``run_metadata`` (label, source, system, ...)
-    fills what the file does not state; the file's nprocs/nodes/ppn/threads/elapsed win.
+    ``region=None`` sums the top-level regions (the whole run); ``region="bar1/foo"`` selects one
+    IPM region by its path of labels (inclusive of its sub-regions), ``region="foo"`` by label
+    when that names one path only (else a ValueError names the candidates). With a region,
+    ``elapsed`` is the region's own wall time (slowest rank) and the run coordinate
+    ``selected_region`` holds its path. ``region_time`` (run, region) [s] lists every region path of the file with
+    its wall time on the slowest rank. ``run_metadata`` (label, source, system, ...) fills what
+    the file does not state; the file's nprocs/nodes/ppn/threads/elapsed win.
     """
     path = Path(path)
     parsed = _parse(path)
@@ -357,10 +361,39 @@ def read(path: str | Path, *, region: str | None = None, **run_metadata: Any) ->
     _check_consistency(parsed, cols, warnings)
     _note_unread(parsed, warnings)
     meta = _run_metadata(parsed, cols, run_metadata, warnings)
-    return make_run(
+    paths = _region_paths(parsed, cols)
+    if region is not None:
+        wall = np.zeros(len(cols.ranks))
+        np.add.at(wall, cols.task_pos[cols.reg_task[selected]], cols.reg_wtime[selected])
+        meta["elapsed"] = float(np.nanmax(wall)) if wall.size else np.nan  # the region's own, slowest rank
+        meta["selected_region"] = paths[int(np.flatnonzero(selected)[0])]
+    ds = make_run(
         profile, ranks=cols.ranks, functions=functions, metrics=PROFILE_METRICS, extra_units=EXTRA_UNITS,
         run=meta, traffic=traffic, sizes=sizes, size_bins=size_bins, warnings=warnings, reader=READER,
     )
+    return ds.assign(_region_table(cols, paths))
+
+
+def _region_paths(parsed: _Parsed, cols: _Columns) -> list[str]:
+    """Each region row's path of labels from the top level, e.g. ``bar1/foo``."""
+    paths: list[str] = []
+    for i, label in enumerate(parsed.reg_label):
+        up = cols.reg_parent[i]
+        paths.append(label if up < 0 else f"{paths[up]}/{label}")  # parents come first (pre-order)
+    return paths
+
+
+def _region_table(cols: _Columns, paths: list[str]) -> dict[str, Any]:
+    """``region_time`` (run, region) [s]: wall time of each region path on its slowest rank."""
+    names = sorted(set(paths))
+    if not names:
+        return {}
+    index = {name: k for k, name in enumerate(names)}
+    wall = np.zeros((len(cols.ranks), len(names)))
+    np.add.at(wall, (cols.task_pos[cols.reg_task], [index[p] for p in paths]), cols.reg_wtime)
+    return {"region_time": xr.DataArray(wall.max(axis=0)[np.newaxis], dims=("run", "region"),
+                                        coords={"region": names},
+                                        attrs={"units": "s", "description": "IPM region wall time, slowest rank"})}
 
 
 def _columns(path: Path, parsed: _Parsed, functions: list[str], warnings: list[str]) -> _Columns:
@@ -442,10 +475,17 @@ def _select_regions(parsed: _Parsed, cols: _Columns, region: str | None) -> np.n
     """Boolean mask over region rows: top-level ones, or the outermost ones labelled ``region``."""
     if region is None:
         return cols.reg_parent < 0
-    chosen = np.array([label == region for label in parsed.reg_label], dtype=bool)
+    paths = _region_paths(parsed, cols)
+    by_path = "/" in region
+    chosen = np.array([(path if by_path else label) == region for path, label in zip(paths, parsed.reg_label)],
+                      dtype=bool)
     if not chosen.any():
-        raise ValueError(f"no IPM region {region!r}; the file has {sorted(set(parsed.reg_label))}")
-    return chosen & ~_below(chosen, cols.reg_parent)
+        raise ValueError(f"no IPM region {region!r}; the file has {sorted(set(paths))}")
+    chosen &= ~_below(chosen, cols.reg_parent)
+    candidates = sorted({paths[i] for i in np.flatnonzero(chosen)})
+    if len(candidates) > 1:
+        raise ValueError(f"IPM region {region!r} is ambiguous: it names {candidates}; pass one of these paths")
+    return chosen
 
 
 def _below(marked: np.ndarray, parent: np.ndarray) -> np.ndarray:
