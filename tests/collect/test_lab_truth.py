@@ -251,3 +251,30 @@ def test_every_scenario_is_listed_with_an_explanation():
                           "fortran_halo"}
     for name in names:
         assert lab.truth(name, 3).attrs["explanation"]
+
+
+@EXAMPLES
+@given(name=st.sampled_from(["balanced", "static_imbalance", "pipeline", "collective_imbalance", "any_source"]),
+       n=st.integers(2, 6), steps=st.integers(1, 6), c=SECONDS, shift=st.floats(0, 100))
+def test_realised_truth_of_an_ideal_run_is_the_prescribed_truth(name, n, steps, c, shift):
+    # An ideal run's compute intervals, replayed with absolute times, give back the prescribed truth.
+    prescribed = lab.truth(name, n, steps=steps, step_seconds=c)
+    sc = SCENARIOS[name]
+    ideal = simulate(sc.program(n, sc.params(steps=steps, step_seconds=c)))
+    intervals = [[(a + shift, b + shift) for a, b in rank] for rank in ideal.compute_intervals]
+    realised = lab.truth(name, n, realised=intervals, steps=steps, step_seconds=c)
+    assert realised.attrs["basis"] == "realised"
+    for var in ("compute_time", "send_late", "calls", "traffic_bytes"):
+        np.testing.assert_allclose(realised[var], prescribed[var], atol=1e-9, err_msg=var)
+    np.testing.assert_allclose(realised["collective_wait"].fillna(0), prescribed["collective_wait"].fillna(0),
+                               atol=1e-9)
+
+
+def test_realised_late_wakeup_becomes_a_wait_of_the_neighbours():
+    # balanced, 3 ranks, 1 step of 10 ms, but rank 1 woke 4 ms late: its neighbours wait 4 ms for it
+    realised = [[(0.0, 0.010)], [(0.0, 0.014)], [(0.0, 0.010)]]
+    t = lab.truth("balanced", 3, steps=1, step_seconds=0.01, realised=realised)
+    np.testing.assert_allclose(t["compute_time"], [0.010, 0.014, 0.010])
+    np.testing.assert_allclose(t["send_late"].sel(function="MPI_Waitall"), [0.004, 0.0, 0.004], atol=1e-12)
+    with pytest.raises(ValueError, match="intervals"):
+        lab.truth("balanced", 3, steps=2, realised=realised)

@@ -23,7 +23,7 @@ import xarray as xr
 from perfkit.collect.lab.build import LabBuildError, binary, missing_tools
 from perfkit.collect.lab.compare import deviation, measured
 from perfkit.collect.lab.scenarios import SCENARIOS, Scenario
-from perfkit.collect.lab.truth import get_scenario, load_truth, save_truth, truth, truth_path
+from perfkit.collect.lab.truth import get_scenario, load_truth, read_record, save_truth, truth, truth_path
 
 __all__ = [
     "LabBuildError",
@@ -34,6 +34,7 @@ __all__ = [
     "load_truth",
     "measured",
     "missing_tools",
+    "read_record",
     "run",
     "run_uninstrumented",
     "save_truth",
@@ -47,6 +48,8 @@ __all__ = [
 class LabRun:
     """One lab program run under the collector.
 
+    ``truth`` follows from the parameters; ``realised`` is the truth of this very run, from the compute
+    intervals the ranks actually had (None when they could not record them: a failed run).
     ``profile`` is None when the program did not reach ``MPI_Finalize`` (then ``message`` says what
     happened); ``wall_seconds`` [s] is the whole launch, mpirun start-up included.
     """
@@ -57,6 +60,7 @@ class LabRun:
     path: Path | None
     profile: xr.Dataset | None
     truth: xr.Dataset
+    realised: xr.Dataset | None
     returncode: int
     message: str
     wall_seconds: float
@@ -87,12 +91,13 @@ def _mpirun(nprocs: int, program: Sequence[str]) -> list[str]:
     return list(mpirun_command(nprocs, list(program)))
 
 
-def launch_command(scenario: str, nprocs: int, **params: Any) -> list[str]:
-    """The mpirun command line of ``scenario`` (compiling the program if needed)."""
+def launch_command(scenario: str, nprocs: int, *, record: str | Path | None = None, **params: Any) -> list[str]:
+    """The mpirun command line of ``scenario`` (compiling the program if needed); ``record``: where
+    the ranks write their realised compute intervals (``<record>.<rank>``)."""
     sc = get_scenario(scenario)
     p = sc.params(**params)
     exe = binary(sc.language, p.get("interface", "use_mpi"))
-    return _mpirun(nprocs, [str(exe), *sc.argv(p)])
+    return _mpirun(nprocs, [str(exe), *sc.argv(p, str(record) if record else None)])
 
 
 def _params(sc: Scenario, steps: int | None, step_seconds: float | None, params: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +121,8 @@ def run(
     """Run ``scenario`` on ``nprocs`` ranks under the collector; see ``scenarios.py`` for ``params``.
 
     The profile is written to ``<workdir>/<scenario>-np<nprocs>.mpinside`` (a new temporary
-    directory when ``workdir`` is None) and its truth beside it.
+    directory when ``workdir`` is None), its truth beside it (``.truth.nc``) and the realised truth
+    too (``.realised.truth.nc``).
     """
     from perfkit import open_profile
     from perfkit.collect import collect
@@ -124,17 +130,22 @@ def run(
     sc = get_scenario(scenario)
     p = _params(sc, steps, step_seconds, params)
     expected = truth(scenario, nprocs, **p)
-    launch = launch_command(scenario, nprocs, **p)
     wd = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="perfkit-lab-"))
     wd.mkdir(parents=True, exist_ok=True)
     output = wd / f"{scenario}-np{nprocs}.mpinside"
+    record = wd / f"{scenario}-np{nprocs}.compute"
+    launch = launch_command(scenario, nprocs, record=None if sc.fails else record, **p)
     save_truth(expected, output)
     t0 = time.perf_counter()
     res = collect(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
                   timeout=timeout, env=env, cwd=wd)
     wall = time.perf_counter() - t0
     profile = open_profile(res.output) if res.output is not None else None
-    return LabRun(scenario, nprocs, p, res.output, profile, expected, res.returncode, res.message, wall)
+    intervals = read_record(record, nprocs) if res.output is not None else None
+    realised = truth(scenario, nprocs, realised=intervals, **p) if intervals is not None else None
+    if realised is not None:
+        save_truth(realised, output.with_name(output.name + ".realised"))
+    return LabRun(scenario, nprocs, p, res.output, profile, expected, realised, res.returncode, res.message, wall)
 
 
 def run_uninstrumented(

@@ -72,15 +72,18 @@ class Scenario:
                  Collective("MPI_Barrier", prescribed=False)]
         return [[*start, *self.ops(r, nprocs, params), Call("MPI_Finalize")] for r in range(nprocs)]
 
-    def argv(self, params: Params) -> list[str]:
-        """The program's arguments (after the executable)."""
+    def argv(self, params: Params, record: str | None = None) -> list[str]:
+        """The program's arguments (after the executable); ``record``: where the ranks write their
+        realised compute intervals (``<record>.<rank>``)."""
         if self.language == "fortran":
             return [str(int(params["steps"])), repr(float(params["step_seconds"])),
-                    repr(float(params["extra_seconds"])), str(int(params["bytes"])), str(int(params["late_rank"]))]
+                    repr(float(params["extra_seconds"])), str(int(params["bytes"])), str(int(params["late_rank"])),
+                    *([record] if record else [])]
         keys = {"steps": "steps", "step_seconds": "step", "extra_seconds": "extra",
                 "root_extra_seconds": "root_extra", "bytes": "bytes", "late_rank": "late_rank", "ppn": "ppn",
                 "late_node": "late_node", "work": "work", "fail_rank": "fail_rank", "fail_step": "fail_step"}
-        return [self.name] + [f"{keys[k]}={v}" for k, v in sorted(params.items()) if k in keys]
+        args = [self.name] + [f"{keys[k]}={v}" for k, v in sorted(params.items()) if k in keys]
+        return args + ([f"record={record}"] if record else [])
 
 
 def _halo(rank: int, n: int, nbytes: int) -> list[Op]:

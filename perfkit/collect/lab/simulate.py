@@ -35,9 +35,14 @@ ANY_SOURCE = -1
 
 @dataclass(frozen=True)
 class Compute:
-    """Computation of ``seconds`` [s] (NaN: not prescribed in wall time)."""
+    """Computation of ``seconds`` [s] (NaN: not prescribed in wall time).
+
+    ``until`` [s]: when it ended in a real run (realised truth); the rank's clock jumps there, so
+    the waits that follow are measured on the run's own event times.
+    """
 
     seconds: float
+    until: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,8 @@ class Trace:
     collective_wait: dict[tuple[int, str], float] = field(default_factory=lambda: defaultdict(float))
     traffic_bytes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     traffic_count: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    #: per rank, the (start, end) [s] of each Compute, in program order
+    compute_intervals: list[list[tuple[float, float]]] = field(default_factory=list)
 
     @property
     def functions(self) -> list[str]:
@@ -161,7 +168,7 @@ class _Simulation:
         self.inbox: list[list[_Message]] = [[] for _ in range(n)]
         self.entries: dict[int, dict[int, tuple[str, float]]] = defaultdict(dict)
         self.trace = Trace(n, np.zeros(n), np.zeros(n), traffic_bytes=np.zeros((n, n)),
-                           traffic_count=np.zeros((n, n)))
+                           traffic_count=np.zeros((n, n)), compute_intervals=[[] for _ in range(n)])
 
     def run(self) -> Trace:
         while not all(r.done for r in self.ranks):
@@ -235,7 +242,9 @@ class _Simulation:
             op = st.ops[st.pc]
             name = None
             if isinstance(op, Compute):
-                st.t += op.seconds
+                start = st.t
+                st.t = st.t + op.seconds if op.until is None else op.until
+                tr.compute_intervals[rank].append((start, st.t))
                 tr.compute[rank] += op.seconds
             elif isinstance(op, Call):
                 name = op.name

@@ -13,13 +13,21 @@
 
 Wall-time quantities are NaN when the scenario does not prescribe them (busy-loop compute); the attr
 ``unavailable`` then says why. Attrs: ``scenario``, ``cause`` (label), ``explanation`` (text),
-``parameters`` (JSON), ``nprocs``, ``language``, ``model``, ``outcome``.
+``parameters`` (JSON), ``nprocs``, ``language``, ``model``, ``outcome``, ``basis``.
+
+``basis="prescribed"``: compute durations as the parameters say. ``basis="realised"``: the compute
+intervals one run actually had (``realised``, recorded by the program on CLOCK_MONOTONIC, which the
+ranks of one node share), so MPInside's definitions applied to that run's own event times: a
+loaded machine's late wake-ups and late deliveries included, the MPI calls between a compute and
+the next taken as instantaneous. Times are then counted from the earliest compute start; it exists
+for busy-loop compute too. Valid for runs on one node only.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +35,7 @@ import numpy as np
 import xarray as xr
 
 from perfkit.collect.lab.scenarios import SCENARIOS, Scenario, cause_of
-from perfkit.collect.lab.simulate import simulate
+from perfkit.collect.lab.simulate import Compute, Op, simulate
 
 #: Suffix of the truth file written beside a profile.
 SUFFIX = ".truth.nc"
@@ -44,11 +52,39 @@ def get_scenario(name: str) -> Scenario:
         raise KeyError(f"unknown lab scenario {name!r}; known: {sorted(SCENARIOS)}") from None
 
 
-def truth(scenario: str, nprocs: int, **params: Any) -> xr.Dataset:
-    """The ground truth of ``scenario`` on ``nprocs`` ranks with ``params`` (defaults filled in)."""
+def _realise(program: list[list[Op]], realised: Sequence[Sequence[tuple[float, float]]]) -> list[list[Op]]:
+    """``program`` with its Compute ops replaced, rank by rank and in order, by the ``realised``
+    (start, end) intervals [s], counted from the earliest start."""
+    if len(realised) != len(program):
+        raise ValueError(f"realised intervals for {len(realised)} ranks, the program has {len(program)}")
+    starts = [s for intervals in realised for s, _ in intervals]
+    origin = min(starts) if starts else 0.0
+    out = []
+    for rank, (ops, intervals) in enumerate(zip(program, realised)):
+        n = sum(isinstance(op, Compute) for op in ops)
+        if len(intervals) != n:
+            raise ValueError(f"rank {rank}: {len(intervals)} realised compute intervals, the program has {n}")
+        it = iter(intervals)
+        new: list[Op] = []
+        for op in ops:
+            if isinstance(op, Compute):
+                start, end = next(it)
+                op = Compute(end - start, until=end - origin)
+            new.append(op)
+        out.append(new)
+    return out
+
+
+def truth(scenario: str, nprocs: int, *, realised: Sequence[Sequence[tuple[float, float]]] | None = None,
+          **params: Any) -> xr.Dataset:
+    """The ground truth of ``scenario`` on ``nprocs`` ranks with ``params`` (defaults filled in);
+    ``realised``: per rank, the (start, end) [s] of each compute a run actually had, in program order."""
     sc = get_scenario(scenario)
     p = sc.params(**params)
-    tr = simulate(sc.program(nprocs, p))
+    program = sc.program(nprocs, p)
+    if realised is not None:
+        program = _realise(program, realised)
+    tr = simulate(program)
     ranks = np.arange(nprocs)
     funcs = tr.functions
 
@@ -70,7 +106,7 @@ def truth(scenario: str, nprocs: int, **params: Any) -> xr.Dataset:
         coords={"rank": ranks, "function": funcs, "sender": ranks, "receiver": ranks},
     )
     unavailable = ""
-    if not sc.wall_time_prescribed:
+    if not sc.wall_time_prescribed and realised is None:
         unavailable = ("compute is a busy loop sharing too few cores: its wall time, and every wait it causes, "
                        "is not prescribed by the parameters")
         for name in WALL_TIME:
@@ -89,6 +125,7 @@ def truth(scenario: str, nprocs: int, **params: Any) -> xr.Dataset:
         "model": MODEL,
         "unavailable": unavailable,
         "outcome": outcome,
+        "basis": "prescribed" if realised is None else "realised",
     }
     return ds
 
@@ -112,3 +149,16 @@ def load_truth(path: str | Path) -> xr.Dataset:
         p = truth_path(p)
     with xr.open_dataset(p, engine="h5netcdf") as ds:
         return ds.load()
+
+
+def read_record(path: str | Path, nprocs: int) -> list[list[tuple[float, float]]] | None:
+    """The realised compute (start, end) intervals [s] the ranks wrote to ``<path>.<rank>``; None if
+    one file is missing."""
+    out = []
+    for rank in range(nprocs):
+        f = Path(f"{path}.{rank}")
+        if not f.is_file():
+            return None
+        rows = [line.split() for line in f.read_text().splitlines() if line.strip()]
+        out.append([(float(a), float(b)) for a, b in rows])
+    return out

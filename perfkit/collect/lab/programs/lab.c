@@ -12,24 +12,27 @@
  *   work=N         oversubscribed: busy-loop iterations per step  (default 1000000)
  *   fail_rank=R    abort / segfault: the failing rank             (default 0)
  *   fail_step=K    abort / segfault: the step at which it fails   (default 0)
+ *   record=PATH    write each rank's realised compute intervals to PATH.<rank>, "start end" [s] per line
  *
  * Scenarios: balanced, static_imbalance, dynamic_imbalance, pipeline, collective_imbalance,
  * oversubscribed, abort, segfault, any_source. The exact sequence of MPI calls of each one is
  * mirrored by perfkit/collect/lab/scenarios.py, which derives the ground truth from it.
- * Compute is a sleep (lab_sleep.c), so the truth holds with more ranks than cores. */
+ * Compute is a sleep (lab_sleep.c), so the truth holds with more ranks than cores; with record=PATH
+ * each rank also writes when each compute actually started and ended, for the truth of that very run. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void pk_lab_sleep(double seconds);
-void pk_lab_busy(long iterations);
+void pk_lab_timed_sleep(double seconds);
+void pk_lab_timed_busy(long iterations);
+int pk_lab_write_record(const char *path, int rank);
 
 enum { TAG_RIGHTWARD = 1, TAG_LEFTWARD = 2, TAG_TOKEN = 3, TAG_GATHER = 4, TAG_RELEASE = 5 };
 
 typedef struct {
-    const char *scenario;
+    const char *scenario, *record;
     long steps, bytes, late_rank, ppn, late_node, work, fail_rank, fail_step;
     double step, extra, root_extra;
 } lab_params;
@@ -39,6 +42,7 @@ static int parse(int argc, char **argv, lab_params *p)
     int i;
 
     p->scenario = argc > 1 ? argv[1] : "";
+    p->record = "";
     p->steps = 10;
     p->bytes = 1024;
     p->late_rank = 0;
@@ -70,6 +74,7 @@ static int parse(int argc, char **argv, lab_params *p)
         else if (!strcmp(argv[i], "step")) p->step = atof(v);
         else if (!strcmp(argv[i], "extra")) p->extra = atof(v);
         else if (!strcmp(argv[i], "root_extra")) p->root_extra = atof(v);
+        else if (!strcmp(argv[i], "record")) p->record = v;
         else {
             fprintf(stderr, "lab: unknown parameter '%s'\n", argv[i]);
             return 0;
@@ -107,12 +112,12 @@ static int run(const lab_params *p, int rank, int size, char *bufs)
         for (k = 0; k < p->steps; k++) {
             int late = !strcmp(s, "static_imbalance") ? is_late_static(p, rank)
                      : !strcmp(s, "dynamic_imbalance") ? rank == (int)(k % size) : 0;
-            pk_lab_sleep(p->step + (late ? p->extra : 0.0));
+            pk_lab_timed_sleep(p->step + (late ? p->extra : 0.0));
             halo(rank, size, bufs, p->bytes);
         }
     } else if (!strcmp(s, "oversubscribed")) {
         for (k = 0; k < p->steps; k++) {
-            pk_lab_busy(p->work);
+            pk_lab_timed_busy(p->work);
             halo(rank, size, bufs, p->bytes);
         }
     } else if (!strcmp(s, "abort") || !strcmp(s, "segfault")) {
@@ -123,45 +128,45 @@ static int run(const lab_params *p, int rank, int size, char *bufs)
                 else
                     raise(SIGSEGV);
             }
-            pk_lab_sleep(p->step);
+            pk_lab_timed_sleep(p->step);
             halo(rank, size, bufs, p->bytes);
         }
     } else if (!strcmp(s, "pipeline")) {
         /* A token ring: rank 0 computes and passes on, each rank waits for its predecessor. */
         for (k = 0; k < p->steps; k++) {
             if (rank == 0) {
-                pk_lab_sleep(p->step);
+                pk_lab_timed_sleep(p->step);
                 MPI_Send(bufs, (int)p->bytes, MPI_BYTE, 1 % size, TAG_TOKEN, MPI_COMM_WORLD);
                 MPI_Recv(bufs + p->bytes, (int)p->bytes, MPI_BYTE, size - 1, TAG_TOKEN, MPI_COMM_WORLD,
                          MPI_STATUS_IGNORE);
             } else {
                 MPI_Recv(bufs + p->bytes, (int)p->bytes, MPI_BYTE, rank - 1, TAG_TOKEN, MPI_COMM_WORLD,
                          MPI_STATUS_IGNORE);
-                pk_lab_sleep(p->step);
+                pk_lab_timed_sleep(p->step);
                 MPI_Send(bufs, (int)p->bytes, MPI_BYTE, (rank + 1) % size, TAG_TOKEN, MPI_COMM_WORLD);
             }
         }
     } else if (!strcmp(s, "collective_imbalance")) {
         double in = rank, out = 0.0;
         for (k = 0; k < p->steps; k++) {
-            pk_lab_sleep(p->step + (size > 1 ? p->extra * rank / (size - 1) : 0.0));
+            pk_lab_timed_sleep(p->step + (size > 1 ? p->extra * rank / (size - 1) : 0.0));
             MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
             if (rank == 0)
-                pk_lab_sleep(p->root_extra);
+                pk_lab_timed_sleep(p->root_extra);
             MPI_Bcast(bufs, (int)p->bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
         }
     } else if (!strcmp(s, "any_source")) {
         /* Rank 0 gathers with MPI_ANY_SOURCE; rank r is late by extra * (size - r) / (size - 1). */
         for (k = 0; k < p->steps; k++) {
             if (rank == 0) {
-                pk_lab_sleep(p->step);
+                pk_lab_timed_sleep(p->step);
                 for (i = 1; i < size; i++)
                     MPI_Recv(bufs, (int)p->bytes, MPI_BYTE, MPI_ANY_SOURCE, TAG_GATHER, MPI_COMM_WORLD,
                              MPI_STATUS_IGNORE);
                 for (i = 1; i < size; i++)
                     MPI_Send(bufs + p->bytes, (int)p->bytes, MPI_BYTE, i, TAG_RELEASE, MPI_COMM_WORLD);
             } else {
-                pk_lab_sleep(p->step + p->extra * (size - rank) / (size - 1));
+                pk_lab_timed_sleep(p->step + p->extra * (size - rank) / (size - 1));
                 MPI_Send(bufs, (int)p->bytes, MPI_BYTE, 0, TAG_GATHER, MPI_COMM_WORLD);
                 MPI_Recv(bufs + p->bytes, (int)p->bytes, MPI_BYTE, 0, TAG_RELEASE, MPI_COMM_WORLD,
                          MPI_STATUS_IGNORE);
@@ -190,6 +195,10 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD); /* leave start-up skew out of the first step */
     ok = run(&p, rank, size, bufs);
     free(bufs);
+    if (pk_lab_write_record(p.record, rank) != 0) {
+        fprintf(stderr, "lab: cannot write %s.%d\n", p.record, rank);
+        ok = 0;
+    }
     MPI_Finalize();
     return ok ? 0 : 2;
 }
