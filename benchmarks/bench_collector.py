@@ -2,9 +2,9 @@
 
 Each configuration (uninstrumented; basic; --slt; --collective-wait; --matrices; all three) is run
 in this one process on the same program and parameters. A launch's wall time includes mpirun's
-start-up and MPI_Init, so the time of the steps is measured as the median wall time of a run with
-STEPS steps minus the median of a run with no steps, per configuration; the overhead is that
-ratio to the uninstrumented one. Run: ``python benchmarks/bench_collector.py [--nprocs N]``.
+start-up and MPI_Init, so the time of the steps is the wall time of a run with STEPS steps minus
+that of a run with no steps, the configurations interleaved, the median over REPEATS rounds; the
+overhead is its ratio to the uninstrumented one's. Run: ``python benchmarks/bench_collector.py [--nprocs N]``.
 """
 
 from __future__ import annotations
@@ -30,17 +30,14 @@ CONFIGS = {
 
 
 def _wall(nprocs: int, steps: int, options: dict[str, bool] | None, workdir: Path) -> float:
-    """Median wall time [s] of REPEATS launches (uninstrumented when ``options`` is None)."""
-    times = []
-    for _ in range(REPEATS):
-        if options is None:
-            run = lab.run_uninstrumented("balanced", nprocs, steps=steps, step_seconds=STEP_SECONDS)
-        else:
-            run = lab.run("balanced", nprocs, steps=steps, step_seconds=STEP_SECONDS, workdir=workdir, **options)
-        if run.returncode != 0:
-            raise RuntimeError(f"lab run failed: {getattr(run, 'message', '')}")
-        times.append(run.wall_seconds)
-    return statistics.median(times)
+    """Wall time [s] of one launch (uninstrumented when ``options`` is None)."""
+    if options is None:
+        run = lab.run_uninstrumented("balanced", nprocs, steps=steps, step_seconds=STEP_SECONDS)
+    else:
+        run = lab.run("balanced", nprocs, steps=steps, step_seconds=STEP_SECONDS, workdir=workdir, **options)
+    if run.returncode != 0:
+        raise RuntimeError(f"lab run failed: {getattr(run, 'message', '')}")
+    return run.wall_seconds
 
 
 def main() -> None:
@@ -51,9 +48,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         lab.run("balanced", args.nprocs, steps=1, step_seconds=STEP_SECONDS, workdir=work)  # build once
-        steps_time = {}
-        for name, options in {"uninstrumented": None, **CONFIGS}.items():
-            steps_time[name] = _wall(args.nprocs, STEPS, options, work) - _wall(args.nprocs, 0, options, work)
+        configs = {"uninstrumented": None, **CONFIGS}
+        samples: dict[str, list[float]] = {name: [] for name in configs}
+        for _ in range(REPEATS):  # configurations interleaved, so a change of load hits them all alike
+            for name, options in configs.items():
+                samples[name].append(_wall(args.nprocs, STEPS, options, work) - _wall(args.nprocs, 0, options, work))
+        steps_time = {name: statistics.median(values) for name, values in samples.items()}
     reference = steps_time["uninstrumented"]
     result = {
         "program": f"lab balanced halo exchange, {args.nprocs} ranks, {STEPS} steps of {STEP_SECONDS * 1e3:g} ms",

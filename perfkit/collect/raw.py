@@ -4,7 +4,7 @@ The file is a short text header (function table, options, hosts) followed by ``r
 10 float64 each, gathered on rank 0:
 ``(0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv, calls_recv)`` per function
 (``fid`` -1 is Compute; ``part`` 0 the call, 1 its send-late time ``w_``, 2 its collective wait
-``b_``), ``(1, rank, fid, bin, count, time)`` per message-size bin and
+``b_``), ``(1, rank, fid, bin, messages)`` per message-size bin and
 ``(2, rank, source, 0, bytes, count, time)`` per sender of messages this rank received.
 """
 

@@ -33,7 +33,7 @@ static int world_rank, world_size;
 static double clock_offset;           /* add to the local clock to get rank 0's clock [s] */
 static double t_init_end, mpi_time;   /* [s] */
 static double *stats;                 /* [nfunc][PK_NPART][PK_NMETRIC] */
-static double *hist;                  /* [nfunc][PK_NBIN][2]: count, time */
+static double *hist;                  /* [nfunc][PK_NBIN]: messages */
 static double *mat;                   /* [world_size][3]: bytes, count, time received from each rank */
 static int *call_src;                 /* world ranks of the receives completed by the current call */
 static int call_src_cap;
@@ -63,11 +63,8 @@ static inline int size_bin(double bytes) {
     return b < PK_NBIN ? b : PK_NBIN - 1;
 }
 
-static inline void add_hist(int fid, double bytes, double time) {
-    if (!opt_mat) return;
-    double *h = hist + ((size_t)fid * PK_NBIN + size_bin(bytes)) * 2;
-    h[0] += 1;
-    h[1] += time;
+static inline void add_hist(int fid, double bytes) {
+    if (opt_mat) hist[(size_t)fid * PK_NBIN + size_bin(bytes)] += 1;
 }
 
 /* ---------- open-addressing maps: handle -> record (linear probing, backward-shift deletion) ---------- */
@@ -318,7 +315,7 @@ void pk_send(pk_call *c, int count, MPI_Datatype type, int dest, int tag, MPI_Co
     double *s = main_stat(c);
     s[M_BSENT] += bytes;
     s[M_CSENT] += 1;
-    add_hist(c->fid, bytes, 0);
+    add_hist(c->fid, bytes);
     piggyback_send(c->t0, dest, tag, comm);
 }
 
@@ -333,7 +330,7 @@ static void received(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *st) {
     double *s = stat_of(fid_post, PART_MAIN);
     s[M_BRECV] += nbytes;
     s[M_CRECV] += 1;
-    add_hist(fid_post, nbytes, 0);
+    add_hist(fid_post, nbytes);
     pk_rec *r = comm_rec(comm);
     int src = to_world(r, st->MPI_SOURCE);
     if (opt_mat && src >= 0 && src < world_size) {
@@ -395,7 +392,7 @@ void pk_start(pk_call *c, int n, const MPI_Request reqs[]) {
         double *s = stat_of(r->fid, PART_MAIN);
         s[M_BSENT] += bytes;
         s[M_CSENT] += 1;
-        add_hist(r->fid, bytes, 0);
+        add_hist(r->fid, bytes);
         piggyback_send(c->t0, r->dest, r->tag, r->comm);
     }
 }
@@ -488,7 +485,7 @@ static void coll_account(pk_call *c, double sent, double recv) {
         s[M_BRECV] += recv;
         s[M_CRECV] += 1;
     }
-    add_hist(c->fid, sent > recv ? sent : recv, 0);
+    add_hist(c->fid, sent > recv ? sent : recv);
 }
 
 /* Bcast/Scatter (root_sends=1): root sends bytes_each to every other rank; Reduce/Gather: the reverse */
@@ -609,7 +606,7 @@ void pk_init_end(double t_start, int fid) {
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
     stats = pk_calloc((size_t)pk_nfunc * PK_NPART * PK_NMETRIC, sizeof(double));
-    hist = pk_calloc((size_t)pk_nfunc * PK_NBIN * 2, sizeof(double));
+    hist = pk_calloc((size_t)pk_nfunc * PK_NBIN, sizeof(double));
     mat = pk_calloc(opt_mat ? (size_t)world_size * 3 : 1, sizeof(double));
     clock_offset = opt_slt ? clock_sync() : 0;
     pk_call c = {.fid = 0};
@@ -623,7 +620,7 @@ void pk_init_end(double t_start, int fid) {
 }
 
 /* this rank's records, ROW doubles each: (0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv,
- * calls_recv) with fid -1 for Compute; (1, rank, fid, bin, count, time); (2, rank, source, 0, bytes, count, time) */
+ * calls_recv) with fid -1 for Compute; (1, rank, fid, bin, messages); (2, rank, source, 0, bytes, count, time) */
 static double *pack(size_t *nrows, double compute) {
     size_t n = 1, cap = 64;
     double *rows = pk_calloc(cap * ROW, sizeof(double));
@@ -649,10 +646,10 @@ static double *pack(size_t *nrows, double compute) {
         }
     for (int f = 0; opt_mat && f < pk_nfunc; f++)
         for (int b = 0; b < PK_NBIN; b++) {
-            double *h = hist + ((size_t)f * PK_NBIN + b) * 2;
-            if (h[0] == 0) continue;
+            double messages = hist[(size_t)f * PK_NBIN + b];
+            if (messages == 0) continue;
             NEW_ROW();
-            row[0] = 1, row[1] = world_rank, row[2] = f, row[3] = b, row[4] = h[0], row[5] = h[1];
+            row[0] = 1, row[1] = world_rank, row[2] = f, row[3] = b, row[4] = messages;
         }
     for (int src = 0; opt_mat && src < world_size; src++) {
         double *m = mat + 3 * (size_t)src;
