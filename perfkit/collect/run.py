@@ -110,6 +110,11 @@ def _exit_reason(returncode: int) -> str:
             return f"killed by {signal.Signals(-returncode).name}"
         except ValueError:
             return f"killed by signal {-returncode}"
+    if returncode > 128:  # a shell's or mpirun's report of a process killed by a signal
+        try:
+            return f"exit status {returncode}: a rank was killed by {signal.Signals(returncode - 128).name}"
+        except ValueError:
+            pass
     return f"exit status {returncode}"
 
 
