@@ -53,6 +53,10 @@ BALANCED = 0.95
 #: A run losing less than this share of its elapsed time is efficient (POP's "good" is >= 0.8 per
 #: factor; a loss under 10 % is not worth a finding of its own).
 EFFICIENT = 0.90
+#: A rank whose wait at a collective is below this share of every other rank's is last at every call.
+ALWAYS_LAST = 0.1
+#: Bytes per second of transfer time below which transfers are too slow for any network [B/s].
+SLOW_TRANSFER = 10e6
 UNKNOWN_CAUSES = ("serialisation (ranks waiting on each other in turn, as in a pipeline), dynamic imbalance "
                   "(a different rank late in each step), interference (OS noise, other jobs on the nodes), "
                   "ranks sharing cores, or the network (transfers that vary)")
@@ -104,7 +108,9 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     table["share"] = table["seconds"] / context.elapsed.loc[table["run"]].to_numpy()
     table["severity"] = np.select([table["category"] == "mpi_share", table["share"] >= HIGH, table["share"] >= MEDIUM],
                                   ["info", "high", "medium"], "low")
-    return table.sort_values("seconds", ascending=False, kind="stable").reset_index(drop=True)
+    order = table.assign(_key=table["seconds"].round(9), _first=table["category"] != "efficiency")
+    order = order.sort_values(["_key", "_first"], ascending=[False, True], kind="stable")
+    return table.loc[order.index].reset_index(drop=True)
 
 
 def _context(ds: xr.Dataset) -> _Context:
@@ -303,17 +309,74 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
         elif largest == "load imbalance":
             title = f"Largest loss: load imbalance (load balance {v['load_balance']:.2f})"
             text += _largest_imbalance(ds, context, run)
+        elif largest == "unexplained waits" and (phases := _always_last(context, i)):
+            named = ", ".join(f"rank {rank} at {call}" for call, rank, _ in phases)
+            title = f"Largest loss: imbalance between phases (last at every call: {named})"
+            text += (f"Largest: {losses[largest]:.3g} s of waiting that the compute totals do not explain (load "
+                     f"balance {v['load_balance']:.2f}), but the measured collective waits do: "
+                     + "; ".join(f"at {call} every rank but {rank} waits ({wait:.3g} s per rank on average) and rank "
+                                 f"{rank} almost never does, so it arrives last every time"
+                                 for call, rank, wait in phases)
+                     + ". The compute before each collective is imbalanced in a different way, which the per-rank "
+                     "totals average out: balance each phase, not the totals.")
         elif largest == "unexplained waits":
             title = (f"Largest loss: waits the compute imbalance does not explain (serialisation efficiency "
                      f"{v['serialisation_efficiency']:.2f}); a profile cannot tell their cause")
             text += (f"Largest: {losses[largest]:.3g} s of waiting that is not load imbalance (compute load balance "
                      f"{v['load_balance']:.2f}). It could be {UNKNOWN_CAUSES}: {TELL_APART}.")
+        elif (rate := _transfer_rate(ds, context, i)) is not None and rate[0] < SLOW_TRANSFER:
+            title = (f"Largest loss: MPI transfers far too slow for the data moved (transfer efficiency "
+                     f"{v['transfer_efficiency']:.2f}); ranks sharing cores or interference, not the network")
+            text += (f"Largest: {losses[largest]:.3g} s lost to transfers, but they take {rate[2]:.3g} s per rank on "
+                     f"average to move {rate[1]:.3g} B ({rate[0] / 1e6:.3g} MB/s, {1e6 * rate[3]:.3g} us per call): "
+                     "no network or shared memory is that slow. Ranks that are not running while their partners "
+                     "wait for them look like this: more ranks than cores (check ranks per node against cores per "
+                     "node) or other load on the nodes. A profile cannot tell which; `top` on a node or fewer "
+                     "ranks per node can.")
         else:
             title = f"Largest loss: transfer (transfer efficiency {v['transfer_efficiency']:.2f})"
             text += ("Largest: moving data. A faster network, fewer or larger messages, or a placement that keeps "
                      "partners on a node would help; waits would remain.")
         rows.append(_row(run, "efficiency", title, text, lost))
     return rows
+
+
+def _always_last(context: _Context, i: int) -> list[tuple[str, int, float]]:
+    """Collectives with measured waits at which one rank (almost) never waits: it was last at every call.
+
+    Returns (call, rank, mean wait of the other ranks [s]) for each such collective of run ``i``
+    whose waiting matters (mean over ranks above 1 % of elapsed).
+    """
+    split = context.split.isel(run=i)
+    elapsed = float(context.pop["elapsed"][i])
+    found = []
+    for j, call in enumerate(map(str, split["call"].values)):
+        if str(split["wait_kind"].values[j]) != "wait_collective" or bool(split["estimated"].values[j]):
+            continue
+        wait = split["time"].sel(part="wait").values[:, j]
+        ok = ~np.isnan(wait)
+        if ok.sum() < 3 or not np.nanmean(wait) > 0.01 * elapsed:
+            continue
+        ranks = split["rank"].values[ok]
+        order = np.argsort(wait[ok])
+        others = np.delete(wait[ok], order[0])
+        if wait[ok][order[0]] < ALWAYS_LAST * float(np.min(others)):
+            found.append((call, int(ranks[order[0]]), float(np.mean(others))))
+    return found
+
+
+def _transfer_rate(ds: xr.Dataset, context: _Context, i: int) -> tuple[float, float, float, float] | None:
+    """Bytes moved per second of transfer time [B/s], bytes per rank [B], transfer per rank [s], per call [s]."""
+    transfer = float(np.nanmean(context.parts["time"].sel(kind="transfer").values[i]))
+    comm = np.isin(ds["kind"].values, "transfer")
+    moved = [np.nansum(metric_values(ds, m)[i][..., comm], axis=-1) for m in ("bytes_sent", "bytes_recv")]
+    calls = np.nansum(metric_values(ds, "calls")[i][..., comm], axis=-1)
+    exists = ~np.isnan(context.parts["total"].values[i])
+    per_rank = float(np.mean((moved[0] + moved[1])[exists])) if exists.any() else np.nan
+    per_call = transfer / float(np.mean(calls[exists])) if exists.any() and np.mean(calls[exists]) > 0 else np.nan
+    if not (transfer > 0 and per_rank > 0):
+        return None
+    return per_rank / transfer, per_rank, transfer, per_call
 
 
 def _stated(pop: xr.Dataset, i: int) -> str:
