@@ -1,7 +1,8 @@
 """The perfkit explorer: one dashboard over a canonical Dataset.
 
 Shared controls (run, metric, grouping, rank range) drive the tabs: the stacked per-rank profile,
-the scaling views (two or more runs with known ``nprocs``), imbalance findings and, when the
+the scaling views (two or more runs with known ``nprocs``), the POP efficiencies (coloured table,
+and across the series), imbalance findings and, when the
 Dataset has ``traffic``, a sender x receiver heatmap. The same layout works in a notebook, in
 Voila and under ``panel serve`` (see :mod:`perfkit.widgets.explorer_app`).
 
@@ -26,7 +27,9 @@ import xarray as xr
 
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
+from perfkit.analysis.pop import pop_metrics
 from perfkit.model import TRAFFIC_DIMS
+from perfkit.plots.pop import pop_plot, pop_styler
 from perfkit.widgets.ranks import WIDGET_WIDTH, rank_controls, rank_pane, rank_state
 from perfkit.widgets.scaling import scaling_panel
 
@@ -43,6 +46,7 @@ def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
     tabs = pn.Tabs(("per rank", rank_pane(ds, state)), sizing_mode="stretch_width")
     if has_scaling(ds):
         _add_tab(tabs, "scaling", _once(lambda: scaling_panel(profiles)))
+    _add_tab(tabs, "efficiency", _once(lambda: efficiency_view(profiles)))
     _add_tab(tabs, "findings", lambda run, by, metric: findings_view(profiles, run, by, metric),
              state.param.run, state.param.by, state.param.metric)
     if "traffic" in ds:
@@ -58,6 +62,18 @@ def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
 def has_scaling(ds: xr.Dataset) -> bool:
     """Whether ``ds`` holds at least two runs with a known process count."""
     return "nprocs" in ds.coords and int(np.isfinite(ds["nprocs"].values.astype(float)).sum()) >= 2
+
+
+def efficiency_view(ds: xr.Dataset) -> pn.Column:
+    """The POP efficiencies of every run (:func:`perfkit.pop_metrics`) as a coloured table, and across
+    the series when there is one."""
+    pop = pop_metrics(ds)
+    note = ("POP efficiencies per run (`perfkit.pop_metrics`): parallel efficiency = load balance x "
+            "communication efficiency = load balance x serialisation x transfer efficiency.")
+    parts: list[Any] = [pn.pane.Markdown(note), pn.pane.HTML(pop_styler(pop).to_html(), sizing_mode="stretch_width")]
+    if has_scaling(ds):
+        parts.append(pn.pane.HoloViews(pop_plot(pop), backend="bokeh"))
+    return pn.Column(*parts, sizing_mode="stretch_width")
 
 
 def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = "time") -> pn.Column:

@@ -44,7 +44,7 @@ def drawn_ranks(root) -> tuple[float, float]:
 
 def test_series_layout_has_every_view(series):
     layout = explore(series)
-    assert tab_names(layout) == ["per rank", "scaling", "findings", "traffic"]
+    assert tab_names(layout) == ["per rank", "scaling", "efficiency", "findings", "traffic"]
     assert widget(layout, pn.widgets.Select, "run").options == ["48/slt", "96/slt", "2048/slt"]
     slider = widget(layout, pn.widgets.IntRangeSlider, "ranks")
     assert (slider.start, slider.end, slider.value) == (0, 47, (0, 47))
@@ -53,7 +53,7 @@ def test_series_layout_has_every_view(series):
 def test_single_mpip_run_has_no_scaling_or_traffic():
     ds = perfkit.open_profile(MPIP)
     layout = explore(ds)
-    assert tab_names(layout) == ["per rank", "findings"]
+    assert tab_names(layout) == ["per rank", "efficiency", "findings"]
     assert drawn_ranks(layout.get_root()) == (0, 15)
 
 
@@ -144,3 +144,16 @@ def test_hidden_tabs_compute_nothing(series, monkeypatch):
     assert len(calls) == 1
     tabs.active = tab_names(layout).index("traffic")
     assert calls[-1] == ("96/slt", "bytes", (10, 30))
+
+
+def test_efficiency_tab_shows_the_pop_table_and_the_series(series):
+    from perfkit.widgets.explorer import efficiency_view
+
+    view = efficiency_view(series.drop_vars("traffic"))
+    html = view.select(pn.pane.HTML)[0].object
+    pop = perfkit.pop_metrics(series)
+    for run in series["run"].values:
+        assert str(run) in html
+    assert f"{float(pop['load_balance'].sel(run='96/slt')):.2f}" in html
+    assert "Serialisation efficiency" in html and "m = modelled" in html
+    assert len(view.select(pn.pane.HoloViews)) == 1
