@@ -64,7 +64,8 @@ def _seed_files() -> dict[str, list[Path]]:
     mpip = sorted((DATA / "mpip").rglob("*.mpiP"))
     ipm = [p for p in sorted((DATA / "ipm").rglob("*.xml")) if p.stat().st_size < 200_000]
     cube = sorted((DATA / "cube").glob("*.cubex"))
-    mpinside = [ROOT / "data" / "seed" / "mpinside_seed_tables.txt", ROOT / "data" / "synthetic" / "48" / "slt.mpinside"]
+    mpinside = [ROOT / "data" / "seed" / "mpinside_seed_tables.txt",
+                ROOT / "data" / "synthetic" / "48" / "slt.mpinside"]
     csv = sorted((DATA / "matrices").glob("*.csv"))
     return {"mpinside": mpinside, "mpip": mpip, "ipm": ipm, "cube": cube, "csv": csv}
 
@@ -163,7 +164,7 @@ def mutate_archive(rng: random.Random, data: bytes, how: str) -> bytes:
         members = [(m, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
     anchors = [k for k, (m, _) in enumerate(members) if m.name == "anchor.xml"]
     k = anchors[0] if anchors and rng.random() < 0.6 else rng.randrange(len(members))
-    member, body = members[k]
+    _, body = members[k]
     body = MUTATIONS[how](rng, body) if body else body
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
@@ -208,6 +209,82 @@ def generate(seed_files: dict[str, list[Path]], cases: int, directory: Path, see
     return out
 
 
+# --- hostile files ----------------------------------------------------------------------------------
+
+HOSTILE = DATA / "hostile"
+#: Formats whose hostile files must be refused with a line number (mpiP and IPM refuse bad values
+#: after reading, in ``perfkit.io.registry.check_values``, naming rank, function and metric instead).
+TEXT_FORMATS = ("mpinside", "csv", "mtx")
+
+
+@dataclass
+class Hostile:
+    """A hand-made hostile file: its name, the reader format, the path, whether a line must be named."""
+
+    name: str
+    fmt: str
+    path: Path
+    needs_line: bool
+
+
+def _gzip_of_zeros(size: int) -> bytes:
+    """A gzip stream that inflates to ``size`` zero bytes, built in milliseconds (repeated flushed blocks)."""
+    import zlib
+
+    block = bytes(1 << 20)
+    comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    first = comp.compress(block) + comp.flush(zlib.Z_FULL_FLUSH)
+    again = comp.compress(block) + comp.flush(zlib.Z_FULL_FLUSH)
+    return first + again * (size // len(block) - 1) + comp.flush()  # trailer CRC is wrong: never reached
+
+
+def _tar(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return out.getvalue()
+
+
+def hostile_files(directory: Path) -> list[Hostile]:
+    """The stored ``tests/data/hostile`` files and the large ones built here (bombs, huge declared sizes)."""
+    cases = []
+    for path in sorted(HOSTILE.iterdir()):
+        if "__" not in path.name:
+            continue
+        fmt = path.name.split("__")[0]
+        cases.append(Hostile(path.stem, fmt, path, fmt in TEXT_FORMATS))
+    directory.mkdir(parents=True, exist_ok=True)
+    kripke = DATA / "cube" / "pycubexr_kripke.p8.d2.g32.r1.profile.cubex"
+    with tarfile.open(kripke) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    built: dict[str, tuple[str, bytes, bool]] = {
+        # anchor.xml inflating to 6 GiB from 6 MB
+        "cube__anchor_bomb.cubex": ("cube", _tar({**members, "anchor.xml": _gzip_of_zeros(6 << 30)}), False),
+        # a .tar.gz whose tar inflates to 6 GiB, read as format="cube"
+        "cube__targz_bomb.cubex": ("cube", _gzip_of_zeros(6 << 30), False),
+        # a rank of 2**64 + 1
+        "cube__rank_2_64_plus_1.cubex": ("cube", _tar({**members, "anchor.xml": re.sub(
+            rb"<rank>\s*0\s*</rank>", b"<rank>18446744073709551617</rank>", members["anchor.xml"], count=1)}), True),
+        # a dense CSV whose first row has 200,000 columns (a 320 GB matrix)
+        "csv__first_row_200000_columns.csv": ("csv", b"0," * 199_999 + b"0\n0,0\n", True),
+    }
+    for name, (fmt, data, needs_line) in built.items():
+        path = directory / name
+        path.write_bytes(data)
+        cases.append(Hostile(Path(name).stem, fmt, path, needs_line))
+    # 1 GiB of junk after a valid mpiP header (a sparse file: no disk used)
+    path = directory / "mpip__1gib_junk_after_header.mpiP"
+    header = (DATA / "mpip" / "userguide" / "v3.5_report.mpiP").read_bytes()[:1500]
+    with open(path, "wb") as fh:
+        fh.write(header)
+        fh.truncate(1 << 30)
+    cases.append(Hostile(path.stem, "mpip", path, False))
+    return cases
+
+
 # --- the sandbox ----------------------------------------------------------------------------------
 
 _WORKER = r"""
@@ -215,8 +292,9 @@ import json, os, resource, signal, sys, time, warnings
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from tools.fuzz import run_case
-import perfkit, perfkit.io.open, perfkit.io.matrix, perfkit.io.cube, perfkit.io.ipm, perfkit.io.mpip, perfkit.io.mpinside
-import perfkit.model, scipy.io, scipy.sparse, sparse, pycubexr, defusedxml.ElementTree, tarfile, gzip, zipfile
+import perfkit, perfkit.io.open, perfkit.io.matrix, perfkit.io.cube, perfkit.io.ipm, perfkit.io.mpip
+import perfkit.io.mpinside, perfkit.model, scipy.io, scipy.sparse, sparse, pycubexr, defusedxml.ElementTree
+import tarfile, gzip, zipfile
 limit, timeout = int(sys.argv[2]), float(sys.argv[3])
 print("ready", flush=True)
 for line in sys.stdin:
@@ -318,7 +396,8 @@ def run_case(path: str, fmt: str) -> dict[str, Any]:
     except PerfkitFormatError as exc:
         if exc.path is None:
             return {"outcome": "foreign", "type": "PerfkitFormatError without path", "message": str(exc)[:300]}
-        return {"outcome": "refused", "type": type(exc).__name__, "line": exc.line, "message": str(exc)[:300]}
+        return {"outcome": "refused", "type": type(exc).__name__, "line": exc.line,
+                "member": getattr(exc, "member", None), "message": str(exc)[:300]}
     except (FileNotFoundError, PermissionError) as exc:
         return {"outcome": "refused", "type": type(exc).__name__, "message": str(exc)[:300]}
     except BaseException as exc:
@@ -391,7 +470,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=TIME_LIMIT, help="seconds per case")
     parser.add_argument("--memory", type=float, default=MEMORY_LIMIT / 1024**3, help="GiB per case")
     parser.add_argument("--keep", type=Path, help="copy failing files into this folder")
+    parser.add_argument("--hostile", action="store_true", help="only the hostile files, with their peak memory")
     args = parser.parse_args(argv)
+    if args.hostile:
+        return _run_hostile(args)
     counts: dict[str, Counter[str]] = {}
     kinds: Counter[tuple[str, str, str]] = Counter()
     peak: dict[str, int] = {}
@@ -419,6 +501,19 @@ def main(argv: list[str] | None = None) -> int:
     for (fmt, outcome, kind), n in sorted(kinds.items()):
         print(f"  {n:5} {outcome} {fmt}: {kind}")
     return 1 if any(total[o] for o in FAILURES) else 0
+
+
+def _run_hostile(args: argparse.Namespace) -> int:
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp, Sandbox(int(args.memory * 1024**3), args.timeout) as box:
+        for case in hostile_files(Path(tmp)):
+            result = box.run(case.path, case.fmt)
+            ok = result["outcome"] == "refused" and (result.get("line") is not None or not case.needs_line)
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {case.name:42} {result['outcome']:8} "
+                  f"peak {result['maxrss'] / 2**20:6.0f} MiB {result['seconds']:5.2f} s  "
+                  f"{result.get('type', '')}: {result.get('message', '')[:110]}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ NUMERIC_DTYPES = re.compile(r"^(DOUBLE|FLOAT|U?INT(8|16|32|64)?|INTEGER|(UNSIGNE
 MPI_REGION = re.compile(r"^MPI_\w+$", re.IGNORECASE)
 MEMBER = re.compile(rb"^(anchor\.xml|\d+\.(index|data))$")
 ZDATA = b"ZCUBEX.DATA"
+#: Memory of a parsed XML tree per byte of its text (anchor.xml may take 1/XML_FACTOR of max_bytes).
+XML_FACTOR = 8
 THREAD_TYPES = ("thread", "")
 PROCESS_TYPES = ("process", "")
 
@@ -157,21 +159,28 @@ def _check_members(path: Path, tar: tarfile.TarFile) -> dict[str, tarfile.TarInf
     return members
 
 
-def _inflate(path: Path, raw: bytes | Iterator[bytes], member: str, wbits: int) -> bytes:
-    """zlib/gzip-inflate ``raw`` (one buffer or a stream of chunks) without ever exceeding ``max_bytes``."""
-    limit, out, total = max_bytes(), [], 0
+def _inflate(path: Path, raw: bytes, member: str, wbits: int, limit: int | None = None, keep: bool = True) -> bytes:
+    """zlib/gzip-inflate ``raw`` without ever holding more than ``limit`` [B] (default ``max_bytes``).
+
+    With ``keep=False`` only the inflated size is measured (the output is dropped as it comes).
+    """
+    limit = max_bytes() if limit is None else limit
+    out: list[bytes] = []
+    total = 0
     inflater = zlib.decompressobj(wbits)
-    pieces = [raw] if isinstance(raw, bytes) else raw
+    view = memoryview(raw)
     try:
-        for piece in pieces:
-            data = piece
-            while data:
+        for start in range(0, len(raw), 1 << 16):  # small input pieces: the unconsumed tail stays small
+            data: bytes | memoryview = view[start: start + (1 << 16)]
+            while data and not inflater.eof:
                 chunk = inflater.decompress(data, 1 << 20)
                 total += len(chunk)
                 if total > limit:
-                    raise PerfkitFormatError(path, None, too_big(total, f"member {member} inflated") or "",
-                                             member=member)
-                out.append(chunk)
+                    raise PerfkitFormatError(path, None, f"inflates to more than {limit / 2**20:,.0f} MiB, the most "
+                                                         "allowed for it (a decompression bomb? if genuine, raise "
+                                                         "perfkit.set_options(max_bytes=...))", member=member)
+                if keep:
+                    out.append(chunk)
                 data = inflater.unconsumed_tail
             if inflater.eof:
                 break
@@ -203,11 +212,8 @@ def _check_compressed_data(path: Path, tar: tarfile.TarFile, info: tarfile.TarIn
         raise PerfkitFormatError(path, None, f"member {info.name}: compressed entries larger than the member",
                                  member=info.name)
     total = 0
-    for size in sizes[sizes > 0]:
-        total += len(_inflate(path, fh.read(int(size)), info.name, zlib.MAX_WBITS))
-        refusal = too_big(total, f"member {info.name} inflated")
-        if refusal:
-            raise PerfkitFormatError(path, None, refusal, member=info.name)
+    for size in sizes[sizes > 0]:  # measured, not kept: pycubexr inflates it once more
+        total += len(_inflate(path, fh.read(int(size)), info.name, zlib.MAX_WBITS, max_bytes() - total, keep=False))
 
 
 def _read_anchor(path: Path) -> tuple[Element, bytes]:
@@ -222,12 +228,17 @@ def _read_anchor(path: Path) -> tuple[Element, bytes]:
             shown = ", ".join(list(members)[:5]) or "none"
             raise PerfkitFormatError(path, None, f"no member {ANCHOR} in the tar archive (members: {shown}); "
                                                  f"expected {EXPECTED}")
+        if members[ANCHOR].size > max_bytes() // XML_FACTOR:
+            raise PerfkitFormatError(path, None, too_big(members[ANCHOR].size * XML_FACTOR, "parsing this anchor.xml")
+                                     or "", member=ANCHOR)
         raw = tar.extractfile(members[ANCHOR]).read()
         for name, info in members.items():
             if name.endswith(".data"):
                 _check_compressed_data(path, tar, info)
-    if not raw.lstrip().startswith(b"<"):
-        raw = _inflate(path, raw, ANCHOR, 16 + zlib.MAX_WBITS)
+    if not raw.lstrip().startswith(b"<"):  # measured first, so a bomb costs no memory
+        limit = max_bytes() // XML_FACTOR
+        _inflate(path, raw, ANCHOR, 16 + zlib.MAX_WBITS, limit, keep=False)
+        raw = _inflate(path, raw, ANCHOR, 16 + zlib.MAX_WBITS, limit)
     try:
         root = SafeET.fromstring(raw)
     except ParseError as exc:

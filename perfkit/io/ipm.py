@@ -24,6 +24,7 @@ from defusedxml.ElementTree import iterparse
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.model import COMPUTE, METRICS, TRAFFIC_QUANTITIES, make_run
+from perfkit.options import too_big
 
 READER = "perfkit.io.ipm"
 ROOT = "ipm_job_profile"
@@ -134,6 +135,8 @@ def _parse(path: Path) -> _Parsed:
             reason = re.sub(r": line \d+, column \d+$", "", str(exc))
             message = f"not well-formed or truncated XML: {reason} (column {column})"
             raise PerfkitFormatError(path, line, message) from None
+        except LookupError as exc:  # an XML declaration naming an encoding Python does not know
+            raise PerfkitFormatError(path, _line_of(path, b"encoding="), f"XML declaration: {exc}") from None
         except DefusedXmlException as exc:
             name = getattr(exc, "name", None) or ""
             line = _line_of(path, f"<!ENTITY {name}".encode()) if name else None
@@ -441,6 +444,14 @@ def _rank_axis(path: Path, parsed: _Parsed, warnings: list[str]) -> tuple[np.nda
     if uniq[0] < 0:
         raise PerfkitFormatError(path, None, f"negative mpi_rank {int(uniq[0])}")
     ntasks = _uniform([t.ntasks for t in parsed.tasks])
+    if not np.isnan(ntasks) and not (1 <= ntasks < 2**31 and ntasks == np.floor(ntasks)):
+        raise PerfkitFormatError(path, _line_of(path, b"ntasks="), f"the task count (job@ntasks, task@mpi_size) is "
+                                                                   f"{ntasks!r}; expected an integer in 1..2**31-1")
+    if not np.isnan(ntasks) and uniq[-1] < ntasks:  # the rank axis is allocated for every task stated
+        refusal = too_big(ntasks * 8 * len(PROFILE_METRICS) * (len(set(parsed.fn_name)) + 1),
+                          f"a profile of {int(ntasks):,} ranks")
+        if refusal:
+            raise PerfkitFormatError(path, _line_of(path, b"ntasks="), refusal)
     if np.isnan(ntasks) or uniq[-1] >= ntasks:
         warnings.append("the task count (job@ntasks) is absent, differs between tasks or is below the ranks "
                         "found; the rank axis holds the ranks found")

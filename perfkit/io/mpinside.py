@@ -43,6 +43,7 @@ _SIZES = re.compile(r"^rank\s+(\d+)\s+size(s)?\s+distribution(\s+times)?$", re.I
 _MATRIX = re.compile(r"^(?:.*\b)?(TIME|SIZE|REQUEST)\s*\(\s*i\s*,\s*j\s*\)", re.I)
 _MATRIX_QUANTITY = {"SIZE": "bytes", "REQUEST": "count", "TIME": "time"}
 _TEXT_BYTES = bytes(range(32, 127)) + b" \t\r\n\v\f"
+_COLUMN = re.compile(r"^\w+$", re.ASCII)
 
 
 @dataclass
@@ -224,6 +225,14 @@ def _rank_column(values: np.ndarray, path: Path, first_line: int, what: str) -> 
     return ranks
 
 
+def _check_columns(columns: list[str], path: Path, line: int, title: str) -> None:
+    """Column names are function names: letters, digits and '_' (no control bytes or punctuation)."""
+    odd = next((c for c in columns if not _COLUMN.match(c)), None)
+    if odd is not None:
+        raise PerfkitFormatError(path, line, f"table '{title}': column name {odd!r} is not a function name "
+                                             "(letters, digits, '_')")
+
+
 @dataclass
 class RankTable:
     """A per-rank table: its metric, columns (file spelling), ranks and values."""
@@ -240,6 +249,7 @@ def _read_rank_table(block: Block, metric: str, path: Path) -> RankTable:
     if columns[0].upper() != "CPU":
         raise PerfkitFormatError(path, first - 1, f"table '{block.title}': expected first column 'CPU', "
                                                   f"found {columns[0]!r}")
+    _check_columns(columns, path, first - 1, block.title)
     dups = {c for c in columns if columns.count(c) > 1}
     if dups:
         raise PerfkitFormatError(path, first - 1, f"table '{block.title}': duplicated columns {sorted(dups)}")
@@ -264,6 +274,7 @@ def _read_size_table(block: Block, match: re.Match[str], path: Path) -> SizeTabl
     if columns[0].lower() not in ("sizes", "size"):
         raise PerfkitFormatError(path, first - 1, f"table '{block.title}': expected first column 'Sizes', "
                                                   f"found {columns[0]!r}")
+    _check_columns(columns, path, first - 1, block.title)
     values = parse_numbers(rest, len(columns), path, first, f"table '{block.title}'")
     bins = values[:, 0]
     if np.unique(bins).size != bins.size:
@@ -272,26 +283,26 @@ def _read_size_table(block: Block, match: re.Match[str], path: Path) -> SizeTabl
     return SizeTable(int(match.group(1)), stat, [column_function(c)[0] for c in columns[1:]], bins, values[:, 1:])
 
 
-def _read_matrix(block: Block, path: Path) -> tuple[str, np.ndarray, np.ndarray, np.ndarray, int]:
-    """(quantity, row index i, column index j, value) of a TIME/SIZE/REQUEST(i,j) block."""
+def _read_matrix(block: Block, path: Path) -> tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(quantity, row index i, column index j, value, file line) of a TIME/SIZE/REQUEST(i,j) block."""
     name = _MATRIX.match(block.title).group(1).upper()
     columns, rest, first = _split_header(block, path)
     what = f"matrix '{block.title}'"
     if [c.lower() for c in columns] == ["i", "j", "value"]:
         if not rest.strip():
             empty = np.zeros(0, dtype=np.int64)
-            return name, empty, empty, np.zeros(0), first
+            return name, empty, empty, np.zeros(0), empty
         values = parse_numbers(rest, 3, path, first, what)
         i = _index_column(values[:, 0], path, first, what)
         j = _index_column(values[:, 1], path, first, what)
-        return name, i, j, values[:, 2], first
+        return name, i, j, values[:, 2], first + np.arange(i.size)
     if columns[0].upper() != "CPU":
         raise PerfkitFormatError(path, first - 1, f"{what}: expected a 'CPU 0 1 ...' or 'i j value' header")
     cols = np.asarray(_index_column(np.asarray(columns[1:], dtype=object), path, first - 1, what))
     values = parse_numbers(rest, len(columns), path, first, what)
     rows = _rank_column(values[:, 0], path, first, what)
     ii, jj = np.nonzero(values[:, 1:])
-    return name, rows[ii], cols[jj], values[:, 1:][ii, jj], first
+    return name, rows[ii], cols[jj], values[:, 1:][ii, jj], first + ii
 
 
 def _index_column(values: np.ndarray, path: Path, line: int, what: str) -> np.ndarray:
@@ -344,7 +355,7 @@ def _preamble_metadata(path: Path, data: bytes) -> dict[str, Any]:
 def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.Dataset:
     tables: dict[str, RankTable] = {}
     sizes: list[SizeTable] = []
-    matrices: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    matrices: dict[str, tuple[np.ndarray, ...]] = {}
     warnings: list[str] = []
     for block in blocks:
         title = " ".join(block.title.lower().split())
@@ -357,10 +368,10 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.D
         elif match := _SIZES.match(title):
             sizes.append(_read_size_table(block, match, path))
         elif _MATRIX.match(block.title):
-            name, i, j, v, _ = _read_matrix(block, path)
+            name, i, j, v, lines = _read_matrix(block, path)
             if name in matrices:
                 raise PerfkitFormatError(path, block.line, f"matrix {name}(i,j) appears twice")
-            matrices[name] = (i, j, v)
+            matrices[name] = (i, j, v, lines)
         else:
             warnings.append(f"line {block.line}: skipped unknown block '{block.title}'")
     if "time" not in tables:
@@ -369,7 +380,7 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.D
 
 
 def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
-           matrices: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], warnings: list[str],
+           matrices: dict[str, tuple[np.ndarray, ...]], warnings: list[str],
            meta: dict[str, Any]) -> xr.Dataset:
     ranks = tables["time"].ranks
     for table in tables.values():
@@ -442,7 +453,7 @@ def _infer_mode(kinds: list[str], given: str | None, path: Path) -> str:
     return given
 
 
-def _traffic(matrices: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], ranks: np.ndarray, path: Path,
+def _traffic(matrices: dict[str, tuple[np.ndarray, ...]], ranks: np.ndarray, path: Path,
              warnings: list[str]) -> np.ndarray | None:
     if not matrices:
         return None
@@ -451,10 +462,12 @@ def _traffic(matrices: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], ran
     n = ranks.size
     index = pd.Index(ranks)  # rank -> position, without an array as long as the largest rank
     coords, data = [], []
-    for name, (i, j, v) in matrices.items():
+    for name, (i, j, v, lines) in matrices.items():
         pi, pj = index.get_indexer(i), index.get_indexer(j)
         if np.any(pi < 0) or np.any(pj < 0):
-            raise PerfkitFormatError(path, None, f"matrix {name}(i,j) names ranks that are not in the tables")
+            k = int(np.argmax((pi < 0) | (pj < 0)))
+            raise PerfkitFormatError(path, int(lines[k]), f"matrix {name}(i,j): entry ({i[k]}, {j[k]}) names a rank "
+                                                          "that is not in the tables")
         # TIME(i,j) is the time i spent receiving from j: sender j -> receiver i.
         sender, receiver = (pj, pi) if name == "TIME" else (pi, pj)
         q = TRAFFIC_QUANTITIES.index(_MATRIX_QUANTITY[name])

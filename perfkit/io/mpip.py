@@ -46,6 +46,7 @@ import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.model import COMPUTE, METRICS, make_run
+from perfkit.options import too_big
 
 READER = "perfkit.io.mpip"
 SUPPORTED_MAJOR = (2, 3)
@@ -159,6 +160,7 @@ def _fail(report_or_path: _Report | Path, line: int | None, message: str) -> Per
 
 def _scan(path: Path) -> _Report:
     """Split the report into header facts and sections; check the frame (header, end marker)."""
+    _check_frame(path)
     lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
     first = next((i for i, text in enumerate(lines) if text.strip()), None)
     if first is None:
@@ -189,6 +191,20 @@ def _scan(path: Path) -> _Report:
         raise _fail(path, len(lines), "file ends without the '@--- End of Report' heading: the report is truncated")
     _check_version(report)
     return report
+
+
+def _check_frame(path: Path) -> None:
+    """Before decoding the whole file: its size within ``max_bytes``, an end marker in its last 64 KiB."""
+    size = path.stat().st_size
+    refusal = too_big(4.0 * size, "holding this mpiP report decoded")  # text + line list: ~4x the bytes
+    if refusal:
+        raise _fail(path, None, refusal)
+    with open(path, "rb") as fh:
+        fh.seek(max(size - 65536, 0))
+        tail = fh.read()
+    if size > 65536 and b"@--- End of Report" not in tail:
+        raise _fail(path, None, "no '@--- End of Report' heading in the last 64 KiB: the report is truncated or "
+                                "followed by something else")
 
 
 def _open_section(report: _Report, lineno: int, text: str) -> _Section | None:

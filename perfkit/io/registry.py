@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
@@ -23,8 +26,14 @@ class Format:
     module: str
 
     def reader(self) -> Callable[..., xr.Dataset]:
-        """The module's ``read(path, **run_metadata) -> Dataset``."""
-        return importlib.import_module(self.module).read
+        """The module's ``read(path, **run_metadata) -> Dataset``, its result checked by ``check_values``."""
+        read = importlib.import_module(self.module).read
+
+        @functools.wraps(read)
+        def checked(path: str | PathLike, *args: Any, **kwargs: Any) -> xr.Dataset:
+            return check_values(path, read(path, *args, **kwargs))
+
+        return checked
 
     def sniff(self, path: Path, head: bytes) -> bool:
         """True if the file looks like this format (``head`` = its first bytes)."""
@@ -40,6 +49,49 @@ FORMATS: dict[str, Format] = {
         Format("cube", "perfkit.io.cube"),
     )
 }
+
+
+def check_values(path: str | PathLike, ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` unchanged if it holds no value a profiler cannot produce, else a ``PerfkitFormatError``.
+
+    Times [s], byte counts [B] and call or message counts are never negative or infinite, in the
+    profile, the traffic matrices and the size histograms (NaN, "not measured", is fine). The
+    readers refuse such values themselves, naming the line where the format is text; this is the
+    guarantee for every reader, naming the rank, function and metric instead. The Dataset must also
+    pass ``perfkit.validate`` (e.g. function names with control bytes are refused here, with the file).
+    """
+    from perfkit.errors import ContractError
+    from perfkit.model import validate
+
+    try:
+        validate(ds)
+    except ContractError as exc:
+        raise PerfkitFormatError(path, None, f"what the file holds breaks the data contract: {exc}") from exc
+    for name in ("profile", "traffic", "sizes"):
+        if name not in ds:
+            continue
+        var = ds[name]
+        data = var.data
+        is_coo = type(data).__name__ == "COO"  # pydata sparse, not imported here (slow to import)
+        values = np.asarray(data.data if is_coo else data)
+        bad = np.isinf(values) | (values < 0)
+        if not bad.any():
+            continue
+        k = int(np.argmax(bad.ravel()))
+        if is_coo:
+            where = dict(zip(var.dims, (int(c) for c in data.coords[:, k]), strict=True))
+        else:
+            where = dict(zip(var.dims, (int(i) for i in np.unravel_index(k, values.shape)), strict=True))
+        labels = ", ".join(f"{dim} {var[dim].values[i]}" for dim, i in where.items() if dim in var.coords)
+        why = "negative" if values.ravel()[k] < 0 else "infinite"
+        raise PerfkitFormatError(path, None, f"{name} at {labels} is {values.ravel()[k]!r} ({why}); no profiler "
+                                             "measures a negative or infinite time, byte count or call count")
+    for name in ("size_bin", "elapsed", "nprocs", "nodes", "ppn", "threads"):
+        if name in ds.coords:
+            values = np.asarray(ds[name].values, dtype=np.float64)
+            if np.isinf(values).any() or (values < 0).any():
+                raise PerfkitFormatError(path, None, f"{name} is {values.tolist()[:5]}: negative or infinite")
+    return ds
 
 
 def available_formats() -> list[str]:
