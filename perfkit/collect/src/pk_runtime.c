@@ -451,12 +451,23 @@ int *pk_ints(int n) {
 
 /* ---------- collectives ---------- */
 
+/* The synchronisation inserted before a collective: a max-reduction of the ranks' arrival times (on
+ * rank 0's clock), so the wait is exactly "last arrival - own arrival"; the synchronisation's own
+ * latency stays in the collective's column. Intercommunicators get a plain barrier. */
 void pk_coll_wait(pk_call *c, MPI_Comm comm) {
     if (c->fid < 0 || !opt_cw) return;
     double t = pk_now();
-    PMPI_Barrier(comm);
-    c->t0 = pk_now();
-    c->tb = c->t0 - t;
+    if (comm_rec(comm)->inter) {
+        PMPI_Barrier(comm);
+        c->t0 = pk_now();
+        c->tb = c->t0 - t;
+        return;
+    }
+    double arrival = t + clock_offset, last;
+    PMPI_Allreduce(&arrival, &last, 1, MPI_DOUBLE, MPI_MAX, comm);
+    double span = pk_now() - t, wait = last - arrival;
+    c->tb = wait < 0 ? 0 : (wait > span ? span : wait);
+    c->t0 = t + c->tb;
 }
 
 double pk_tsize(MPI_Datatype type) {
@@ -608,7 +619,7 @@ void pk_init_end(double t_start, int fid) {
     stats = pk_calloc((size_t)pk_nfunc * PK_NPART * PK_NMETRIC, sizeof(double));
     hist = pk_calloc((size_t)pk_nfunc * PK_NBIN, sizeof(double));
     mat = pk_calloc(opt_mat ? (size_t)world_size * 3 : 1, sizeof(double));
-    clock_offset = opt_slt ? clock_sync() : 0;
+    clock_offset = opt_slt || opt_cw ? clock_sync() : 0;
     pk_call c = {.fid = 0};
     pk_comm_new(&c, MPI_COMM_WORLD);
     pk_comm_new(&c, MPI_COMM_SELF);
@@ -690,7 +701,7 @@ void pk_finalize(void) {
     pk_on = 0;
     double compute = (t_fin - t_init_end) - mpi_time;
     piggyback_drain();
-    double drift = 0, offset_now = opt_slt ? clock_sync() : 0, max_drift = 0;
+    double drift = 0, offset_now = opt_slt || opt_cw ? clock_sync() : 0, max_drift = 0;
     drift = fabs(offset_now - clock_offset);
     long counts[2] = {unmatched_piggybacks, other_thread_calls}, totals[2];
     PMPI_Reduce(&drift, &max_drift, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
