@@ -11,6 +11,7 @@ import perfkit.accessor  # noqa: F401  (registers the ds.perf accessor)
 from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
 from perfkit.io.open import open_profile, open_runs
 from perfkit.model import KINDS, METRICS, combine_runs, validate
+from perfkit.options import get_options, set_options
 from perfkit.storage import load, save
 
 # Public names that live in heavier modules, imported on first use.
@@ -38,6 +39,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ContractError", "KINDS", "METRICS", "PerfkitFormatError", "PerfkitWarning", "combine_runs",
-    "load", "open_profile", "open_runs", "save", "validate", *_LAZY,
+    "ContractError", "KINDS", "METRICS", "PerfkitFormatError", "PerfkitWarning", "combine_runs", "get_options",
+    "load", "open_profile", "open_runs", "save", "set_options", "validate", *_LAZY,
 ]

@@ -53,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _configure_info(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("paths", nargs="+", help="profile files or glob patterns (any supported format)")
     parser.add_argument("--format", default=None, help="force a format instead of sniffing it")
+    _errors_option(parser)
     return _run_info
 
 
@@ -60,7 +61,8 @@ def _run_info(args: argparse.Namespace) -> int:
     import perfkit
     from perfkit.model import read_warnings
 
-    ds = perfkit.open_runs(_expand(args.paths), format=args.format, progress=False)
+    ds = perfkit.open_runs(_expand(args.paths), format=args.format, progress=False, errors=_quiet(args.errors))
+    _print_refused(ds)
     fields = ["nprocs", "nodes", "ppn", "mode", "elapsed", "format"]
     print(ds[fields].to_dataframe()[fields].to_string())
     print(f"\nranks: {ds.sizes['rank']}, functions: {', '.join(map(str, ds['function'].values))}")
@@ -76,6 +78,7 @@ def _configure_convert(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("-o", "--output", required=True, help="output store: *.zarr or *.nc")
     parser.add_argument("--format", default=None, help="force a format instead of sniffing it")
     parser.add_argument("--metadata", help="JSON file mapping file name -> run metadata (nodes, ppn, ...)")
+    _errors_option(parser)
     return _run_convert
 
 
@@ -85,10 +88,32 @@ def _run_convert(args: argparse.Namespace) -> int:
     import perfkit
 
     metadata = json.loads(Path(args.metadata).read_text()) if args.metadata else None
-    ds = perfkit.open_runs(_expand(args.paths), format=args.format, metadata=metadata)
+    ds = perfkit.open_runs(_expand(args.paths), format=args.format, metadata=metadata, errors=_quiet(args.errors))
+    _print_refused(ds)
     perfkit.save(ds, args.output)
     print(f"wrote {ds.sizes['run']} runs x {ds.sizes['rank']} ranks to {args.output}", file=sys.stderr)
     return 0
+
+
+def _errors_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--errors", choices=("raise", "warn", "skip"), default="raise",
+                        help="a file that cannot be read: stop (raise, default), or leave it out and list it "
+                             "(warn, skip)")
+
+
+def _quiet(errors: str) -> str:
+    """The refused files are printed by the command, not warned about a second time."""
+    return "skip" if errors == "warn" else errors
+
+
+def _print_refused(ds: Any) -> None:
+    from perfkit.io.open import refused_files
+
+    refused = refused_files(ds)
+    for entry in refused:
+        print(f"refused: {entry['error']}", file=sys.stderr)
+    if refused:
+        print(f"{len(refused)} file(s) could not be read and were left out", file=sys.stderr)
 
 
 def _expand(patterns: Sequence[str]) -> list[Path]:

@@ -7,6 +7,7 @@ import json
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -101,8 +102,16 @@ def open_runs(
     *,
     chunks: Mapping[str, int] | None = None,
     progress: bool | None = None,
+    errors: str = "raise",
 ) -> xr.Dataset:
     """Read many runs in parallel with dask and combine them along ``run``.
+
+    ``errors`` says what a file that cannot be read does: ``"raise"`` (default: its
+    ``PerfkitFormatError`` or ``OSError`` propagates, so no study silently loses a run),
+    ``"warn"`` (the readable runs come back; one ``PerfkitWarning`` names every refused file
+    and why) or ``"skip"`` (the same without the Python warning). Either way the refused files
+    are listed with their error, line and archive member in ``attrs["refused"]`` (JSON; see
+    :func:`refused_files`). If no file can be read, the first error is raised.
 
     ``metadata`` maps a path (or file name) to run metadata, or is a callable path -> mapping.
     Uses the active ``dask.distributed`` client when there is one, else dask's default
@@ -116,13 +125,51 @@ def open_runs(
     tasks = []
     for path, label in zip(paths, labels):
         meta = {"label": label, **_metadata_for(path, metadata)}
-        tasks.append(dask.delayed(open_profile, pure=True)(path, format, **meta))
+        opener = open_profile if errors == "raise" else _open_or_refusal
+        tasks.append(dask.delayed(opener, pure=True)(path, format, **meta))
+    if errors not in ("raise", "warn", "skip"):
+        raise ValueError(f"errors must be 'raise', 'warn' or 'skip', got {errors!r}")
     show = len(paths) > 20 if progress is None else progress
-    runs = merge_duplicates(_compute(tasks, show))
+    results = _compute(tasks, show)
+    refused = [r for r in results if isinstance(r, Refusal)]
+    if refused and len(refused) == len(results):
+        raise refused[0].error
+    runs = merge_duplicates([r for r in results if not isinstance(r, Refusal)])
     ds = combine_runs(runs)
+    if refused:
+        ds.attrs["refused"] = json.dumps([r.as_dict() for r in refused])
+        if errors == "warn":
+            lines = "\n".join(f"  {r.error}" for r in refused)
+            warnings.warn(f"{len(refused)} of {len(results)} files could not be read and were left out:\n{lines}",
+                          PerfkitWarning, stacklevel=2)
     if chunks:
         ds = ds.chunk(dict(chunks))
     return ds
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A file ``open_runs`` could not read (``errors="warn"|"skip"``) and its error."""
+
+    path: str
+    error: Exception
+
+    def as_dict(self) -> dict[str, Any]:
+        """``path``, ``error`` (the message), ``line`` and ``member`` (None when unknown)."""
+        return {"path": self.path, "error": str(self.error), "line": getattr(self.error, "line", None),
+                "member": getattr(self.error, "member", None)}
+
+
+def _open_or_refusal(path: Path, format: str | None, **meta: Any) -> xr.Dataset | Refusal:
+    try:
+        return open_profile(path, format, **meta)
+    except (PerfkitFormatError, OSError) as exc:  # what a reader raises for a file it cannot read
+        return Refusal(str(path), exc)
+
+
+def refused_files(ds: xr.Dataset) -> list[dict[str, Any]]:
+    """The files ``open_runs(..., errors="warn"|"skip")`` left out, each with its error (empty if none)."""
+    return json.loads(ds.attrs.get("refused", "[]"))
 
 
 def run_identity(ds: xr.Dataset) -> tuple[str, ...] | None:

@@ -7,6 +7,7 @@ killing pytest. ``tools/fuzz.py --cases 3000`` is the long run of the same fuzze
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +18,10 @@ import scipy.sparse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfkit.errors import PerfkitFormatError
+import perfkit
+from perfkit.errors import PerfkitFormatError, PerfkitWarning
 from perfkit.io import matrix as mx
+from perfkit.io.open import refused_files
 from perfkit.options import set_options
 from tools.fuzz import FAILURES, Hostile, Sandbox, generate, hostile_files, seeds
 
@@ -130,3 +133,61 @@ def test_memory_ceiling_is_settable(tmp_path: Path) -> None:
         mx.read_matrix(path)
     assert info.value.line == 2
     assert mx.read_matrix(path).shape == (64, 64)  # the previous ceiling is back
+
+
+# --- open_runs over many files with bad ones ---------------------------------------------------------
+
+_MPIP = Path(__file__).resolve().parents[1] / "data" / "mpip" / "real" / "HPCCG-strong"
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> list[Path]:
+    """Four real mpiP reports and two broken files (truncated, and a MatrixMarket crash case)."""
+    paths = []
+    for n in (1, 2, 4, 8):
+        src = next((_MPIP / str(n)).glob("*.mpiP"))
+        paths.append(tmp_path / f"run{n}.mpiP")
+        paths[-1].write_bytes(src.read_bytes())
+    paths.append(tmp_path / "run16.mpiP")
+    paths[-1].write_bytes(next((_MPIP / "16").glob("*.mpiP")).read_bytes()[:5000])
+    paths.append(tmp_path / "run32.mpiP")
+    paths[-1].write_bytes(b"@ mpiP\n@ Version : 3.5.0\n\x00\x01 junk\n")
+    return paths
+
+
+def test_open_runs_raises_by_default(study: list[Path]) -> None:
+    with pytest.raises(PerfkitFormatError) as info:
+        perfkit.open_runs(study, format="mpip")
+    assert info.value.path in {str(p) for p in study[-2:]}
+
+
+@pytest.mark.parametrize("errors", ["warn", "skip"])
+def test_open_runs_returns_what_it_can_read(study: list[Path], errors: str) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = perfkit.open_runs(study, format="mpip", errors=errors)
+    assert list(ds["label"].values) == ["run1", "run2", "run4", "run8"]
+    refused = refused_files(ds)
+    assert [r["path"] for r in refused] == [str(p) for p in study[-2:]]
+    assert all(r["error"] and r["line"] is not None for r in refused)
+    mine = [w for w in caught if issubclass(w.category, PerfkitWarning) and "could not be read" in str(w.message)]
+    if errors == "warn":
+        assert len(mine) == 1 and all(str(p) in str(mine[0].message) for p in study[-2:])
+        assert "2 of 6 files" in str(mine[0].message)
+    else:
+        assert not mine
+
+
+def test_open_runs_nothing_readable_raises(study: list[Path]) -> None:
+    with pytest.raises(PerfkitFormatError):
+        perfkit.open_runs(study[-2:], format="mpip", errors="warn")
+    with pytest.raises(ValueError, match="errors must be"):
+        perfkit.open_runs(study, format="mpip", errors="ignore")
+
+
+def test_cli_info_lists_refused_files(study: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit.cli import main
+
+    assert main(["info", "--format", "mpip", "--errors", "warn", *map(str, study)]) == 0
+    err = capsys.readouterr().err
+    assert all(f"refused: {p}" in err for p in study[-2:]) and "2 file(s) could not be read" in err
