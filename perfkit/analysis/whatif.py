@@ -95,6 +95,8 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
     })
     for name in ("before", "after", "elapsed_before", "elapsed_after", "saving", "dynamic_imbalance"):
         result[name].attrs["units"] = "s"
+    for name in ("speedup", "speedup_low", "speedup_high"):
+        result[name].attrs["units"] = "1"
     result.attrs.update(scenario=scenario, k=float(k) if ranks is None else np.nan)
     return result
 
