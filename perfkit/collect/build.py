@@ -46,7 +46,7 @@ def _available(cmd: list[str]) -> bool:
     return bool(cmd) and shutil.which(cmd[0]) is not None
 
 
-def _configuration(cmd: list[str]) -> str:
+def wrapper_configuration(cmd: list[str]) -> str:
     """What the wrapper compiles with (``--showme`` for Open MPI, ``-show`` for MPICH)."""
     for flag in ("--showme", "-show"):
         try:
@@ -79,9 +79,9 @@ def build_library(*, force: bool = False, fortran: bool | None = None) -> Path:
     digest = hashlib.sha256()
     for name in sorted(texts):
         digest.update(name.encode() + b"\0" + texts[name].encode() + b"\0")
-    digest.update(_configuration(cc).encode())
+    digest.update(wrapper_configuration(cc).encode())
     if with_fortran:
-        digest.update(_configuration(fc).encode())
+        digest.update(wrapper_configuration(fc).encode())
     target = cache_dir() / "collect" / digest.hexdigest()[:16]
     library = target / LIBRARY
     if library.exists() and not force:

@@ -84,14 +84,15 @@ def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None,
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _stop(proc)
+        stop_process_group(proc)
         return TIMED_OUT
     except BaseException:
-        _stop(proc)
+        stop_process_group(proc)
         raise
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop_process_group(proc: subprocess.Popen) -> None:
+    """Stop ``proc`` and everything it started (its own process group): TERM, then KILL after 5 s."""
     for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)

@@ -50,9 +50,9 @@ def test_failing_scenario_fails_without_hanging(scenario):
 def test_the_program_refuses_unknown_arguments():
     import subprocess
 
-    from perfkit.collect.lab import _mpirun
+    from perfkit.collect.launch import mpirun_command
 
-    done = subprocess.run(_mpirun(2, [str(binary("c")), "balanced", "nonsense=1"]), capture_output=True,
+    done = subprocess.run(mpirun_command(2, [str(binary("c")), "balanced", "nonsense=1"]), capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert "unknown parameter" in done.stderr + done.stdout

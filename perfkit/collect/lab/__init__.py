@@ -9,11 +9,10 @@ the same program without the collector (for overhead measurements).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ from perfkit.collect.lab.build import LabBuildError, binary, missing_tools
 from perfkit.collect.lab.compare import deviation, measured
 from perfkit.collect.lab.scenarios import SCENARIOS, Scenario
 from perfkit.collect.lab.truth import get_scenario, load_truth, read_record, save_truth, truth, truth_path
+from perfkit.collect.launch import mpirun_command
+from perfkit.collect.run import stop_process_group
 
 __all__ = [
     "LabBuildError",
@@ -81,23 +82,13 @@ def scenarios() -> dict[str, str]:
     return {name: sc.description for name, sc in SCENARIOS.items()}
 
 
-def _mpirun(nprocs: int, program: Sequence[str]) -> list[str]:
-    """The collector's mpirun command line (the same line, built here, until the collector has one)."""
-    try:
-        from perfkit.collect.launch import mpirun_command
-    except ImportError:
-        root = ["--allow-run-as-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-        return ["mpirun", "-np", str(nprocs), "--oversubscribe", *root, *program]
-    return list(mpirun_command(nprocs, list(program)))
-
-
 def launch_command(scenario: str, nprocs: int, *, record: str | Path | None = None, **params: Any) -> list[str]:
     """The mpirun command line of ``scenario`` (compiling the program if needed); ``record``: where
     the ranks write their realised compute intervals (``<record>.<rank>``)."""
     sc = get_scenario(scenario)
     p = sc.params(**params)
     exe = binary(sc.language, p.get("interface", "use_mpi"))
-    return _mpirun(nprocs, [str(exe), *sc.argv(p, str(record) if record else None)])
+    return mpirun_command(nprocs, [str(exe), *sc.argv(p, str(record) if record else None)])
 
 
 def _params(sc: Scenario, steps: int | None, step_seconds: float | None, params: dict[str, Any]) -> dict[str, Any]:
@@ -167,21 +158,7 @@ def run_uninstrumented(
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        stop_process_group(proc)
         out, _ = proc.communicate()
         return UninstrumentedRun(launch, -1, time.perf_counter() - t0, f"{out}\ntimed out after {timeout} s")
     return UninstrumentedRun(launch, proc.returncode, time.perf_counter() - t0, out)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """Stop mpirun and every rank it started (its own process group): TERM, then KILL after 5 s."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue

@@ -10,6 +10,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from perfkit.collect.build import cache_dir as collector_cache
+from perfkit.collect.build import compiler, wrapper_configuration
+
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 C_SOURCES = ("lab.c", "lab_sleep.c")
 FORTRAN_SOURCE = "lab.F90"
@@ -21,36 +24,9 @@ class LabBuildError(RuntimeError):
     """A lab program did not compile; the message holds the command and the compiler's output."""
 
 
-def compiler(language: str) -> list[str]:
-    """The MPI compiler command for ``"c"`` or ``"fortran"`` (the collector's choice when available)."""
-    try:
-        from perfkit.collect.build import compiler as collector_compiler
-    except ImportError:
-        env, default = ("MPICC", "mpicc") if language == "c" else ("MPIFORT", "mpifort")
-        return shlex.split(os.environ.get(env) or default)
-    return list(collector_compiler(language))
-
-
 def cache_dir() -> Path:
     """``lab`` under the collector's cache (``$PERFKIT_CACHE``, else ``$XDG_CACHE_HOME/perfkit``)."""
-    try:
-        from perfkit.collect.build import cache_dir as collector_cache
-    except ImportError:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return Path(base) / "perfkit" / "lab"
     return collector_cache() / "lab"
-
-
-def _configuration(cmd: list[str]) -> str:
-    """What the wrapper compiles and links with (Open MPI ``--showme``, MPICH ``-show``): part of the cache key."""
-    for flag in ("--showme", "-show"):
-        try:
-            done = subprocess.run([*cmd, flag], capture_output=True, text=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0 and done.stdout.strip():
-            return done.stdout.strip()
-    return shlex.join(cmd)
 
 
 def missing_tools(language: str = "c") -> str | None:
@@ -74,7 +50,7 @@ def binary(language: str = "c", interface: str = "use_mpi") -> Path:
     fc = compiler("fortran") if language == "fortran" else []
     flags = [*CFLAGS, *(INTERFACES[interface] if language == "fortran" else ())]
     sources = [*C_SOURCES] if language == "c" else ["lab_sleep.c", FORTRAN_SOURCE]
-    digest = hashlib.sha256(repr((cc, fc, flags, [_configuration(c) for c in (cc, fc) if c])).encode())
+    digest = hashlib.sha256(repr((cc, fc, flags, [wrapper_configuration(c) for c in (cc, fc) if c])).encode())
     for name in sources:
         digest.update((PROGRAMS / name).read_bytes())
     target = cache_dir() / digest.hexdigest()[:20] / ("lab" if language == "c" else "lab_f")
