@@ -269,14 +269,9 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
     datasets = [validate(d) for d in datasets]
     if labels is not None:
         datasets = [d.assign_coords(run=[lab], label=("run", [lab])) for d, lab in zip(datasets, labels, strict=True)]
-    run_labels = [str(v) for d in datasets for v in d["run"].values]
-    counts = pd.Series(run_labels).value_counts()
-    if (counts > 1).any():
-        raise ContractError(f"run labels {sorted(counts[counts > 1].index)} occur more than once; "
-                            "pass labels=... to name runs uniquely")
-    labels_of = _dim_labels(datasets)
-    for name, dim in (("call", "function"), ("kind", "function")):
-        _coord_map(datasets, name, dim, strict=True)
+    coords = combined_coords(datasets)
+    labels_of = {dim: np.asarray(coords[dim]) for dim in coords if dim in combined_dims(datasets)}
+    run_labels = coords["run"]
     with_traffic = [d for d in datasets if "traffic" in d]
     n_ranks = labels_of["rank"].size
     sparse_traffic = bool(with_traffic) and (
@@ -286,20 +281,57 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
     positions = [{dim: pd.Index(labels_of[dim]).get_indexer(d[dim].values) for dim in d.dims if dim != "run"}
                  for d in datasets]
     data_vars: dict[str, Any] = {}
-    for name in _ordered_union(list(d.data_vars) for d in datasets):
+    for name, dims in variable_dims(datasets).items():
         if name == "traffic" and sparse_traffic:
             data_vars[name] = (TRAFFIC_DIMS, _stack_sparse_traffic(datasets, labels_of["rank"]))
             continue
-        dims = next(d[name].dims for d in datasets if name in d)
         out = np.full([len(run_labels), *(labels_of[dim].size for dim in dims[1:])], np.nan)
         for k, d in enumerate(datasets):
             if name not in d:
                 continue
-            if d[name].dims != dims:
-                raise ContractError(f"variable {name!r} has dims {d[name].dims} in one run and {dims} in another")
             index = np.ix_(np.arange(offsets[k], offsets[k + 1]), *(positions[k][dim] for dim in dims[1:]))
             out[index] = np.asarray(d[name].values, dtype=np.float64)
         data_vars[name] = (dims, out)
+    out_ds = xr.Dataset(data_vars, coords=coords)
+    extra = []
+    if sparse_traffic:
+        absent = [str(r) for d in datasets if "traffic" not in d for r in d["run"].values]
+        if absent:
+            extra.append(f"runs {absent} have no traffic matrices; in the sparse traffic array they read as 0")
+    out_ds.attrs.update(combined_attrs(datasets, extra))
+    return validate(combine_coord_attrs(out_ds, datasets))
+
+
+def combined_dims(datasets: Sequence[xr.Dataset]) -> list[str]:
+    """The non-run dimensions of the combination of ``datasets``, in first-seen order."""
+    return _ordered_union([dim for dim in d.dims if dim != "run"] for d in datasets)
+
+
+def variable_dims(datasets: Sequence[xr.Dataset]) -> dict[str, tuple[str, ...]]:
+    """Dims of every data variable of the combination (an error if two runs disagree)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for d in datasets:
+        for name, var in d.data_vars.items():
+            if out.setdefault(str(name), var.dims) != var.dims:
+                raise ContractError(f"variable {name!r} has dims {var.dims} in one run and {out[name]} in another")
+            if var.dims[:1] != ("run",):
+                raise ContractError(f"variable {name!r} has dims {var.dims}; every variable starts with 'run'")
+    return out
+
+
+def combined_coords(datasets: Sequence[xr.Dataset]) -> dict[str, Any]:
+    """Coordinates of ``datasets`` combined along ``run``, without reading any data variable.
+
+    Raises ``ContractError`` for repeated run labels or functions whose call/kind differ.
+    """
+    run_labels = [str(v) for d in datasets for v in d["run"].values]
+    counts = pd.Series(run_labels).value_counts()
+    if (counts > 1).any():
+        raise ContractError(f"run labels {sorted(counts[counts > 1].index)} occur more than once; "
+                            "pass labels=... to name runs uniquely")
+    labels_of = _dim_labels(datasets)
+    for name, dim in (("call", "function"), ("kind", "function")):
+        _coord_map(datasets, name, dim, strict=True)
     coords: dict[str, Any] = {dim: values for dim, values in labels_of.items()}
     coords["run"] = run_labels
     for name in _ordered_union([n for n, c in d.coords.items() if c.dims == ("run",) and n != "run"] for d in datasets):
@@ -309,18 +341,22 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
     for name, dim in labelled.items():
         mapping = _coord_map(datasets, name, dim, strict=False)
         coords[name] = (dim, [mapping.get(v, "") for v in labels_of[dim].tolist()])
-    out_ds = xr.Dataset(data_vars, coords=coords, attrs=_common_attrs(datasets))
+    return coords
+
+
+def combine_coord_attrs(out: xr.Dataset, datasets: Sequence[xr.Dataset]) -> xr.Dataset:
+    """``out`` with the attributes of its dimension coordinates (``size_bin`` units) taken from ``datasets``."""
     for name in ("size_bin",):
-        if name in out_ds.coords:
-            out_ds[name].attrs.update(next(d[name].attrs for d in datasets if name in d.coords))
+        if name in out.coords:
+            out[name].attrs.update(next(d[name].attrs for d in datasets if name in d.coords))
+    return out
+
+
+def combined_attrs(datasets: Sequence[xr.Dataset], extra_warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """Attributes of the combination: those all runs share, provenance, every run's warnings prefixed by its label."""
     warnings = [f"{r}: {w}" for d in datasets for r in map(str, d["run"].values) for w in read_warnings(d)]
-    if sparse_traffic:
-        absent = [str(r) for d in datasets if "traffic" not in d for r in d["run"].values]
-        if absent:
-            warnings.append(f"runs {absent} have no traffic matrices; in the sparse traffic array they read as 0")
     readers = ",".join(sorted({d.attrs.get("reader", "") for d in datasets}))
-    out_ds.attrs.update(provenance(reader=readers, warnings=warnings))
-    return validate(out_ds)
+    return {**_common_attrs(datasets), **provenance(reader=readers, warnings=[*warnings, *extra_warnings])}
 
 
 #: Dims whose labels are numbers, combined as a sorted union; other labelled dims keep first-seen order.
