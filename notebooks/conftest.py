@@ -1,6 +1,6 @@
 """nbval on output-free notebooks: give each checked cell its reference output from ``references/``.
 
-A cell marked ``# NBVAL_CHECK_OUTPUT`` is compared with the output stored for it; the notebooks are
+A cell tagged ``nbval-check-output`` is compared with the output stored for it; the notebooks are
 committed without outputs, so the references (written by ``tools/checked_outputs.py``) are put into
 the collected cells here. A checked cell without a reference fails instead of passing unchecked.
 """

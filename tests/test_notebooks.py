@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from tests.helpers import ROOT
-from tools.checked_outputs import is_checked, problems
+from tools.checked_outputs import is_checked, problems, stripped
 
 NOTEBOOKS = ROOT / "notebooks"
 COURSE = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -56,3 +56,21 @@ def test_has_checked_cells_and_ends_with_your_own_files(path):
 @pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
 def test_stored_without_outputs_with_references_in_step(path):
     assert problems(path) == [], "run: python tools/checked_outputs.py " + str(path.relative_to(ROOT))
+
+
+def test_a_notebook_run_and_saved_in_jupyterlab_stays_clean_in_git(tmp_path):
+    """What a JupyterLab save adds (outputs, counts, kernel display name, language version) is what the
+    git filter strips, so git sees the committed bytes again."""
+    original = (NOTEBOOKS / "00_tour.ipynb").read_text()
+    notebook = nbformat.reads(original, as_version=4)
+    notebook.metadata["kernelspec"]["display_name"] = "Python 3 (ipykernel)"
+    notebook.metadata["language_info"] = {"name": "python", "version": "3.12.1"}
+    for count, cell in enumerate((c for c in notebook.cells if c.cell_type == "code"), 1):
+        cell.execution_count = count
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    saved = tmp_path / "00_tour.ipynb"
+    nbformat.write(notebook, saved)
+    assert saved.read_text() != original
+    assert stripped(saved) == original
+    attributes = (ROOT / ".gitattributes").read_text()
+    assert re.search(r"^\*\.ipynb filter=nbstripout", attributes, re.MULTILINE)

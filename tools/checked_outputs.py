@@ -1,18 +1,25 @@
 """Reference outputs of the notebook cells nbval checks, kept beside the notebooks, which stay output-free.
 
-nbval compares a cell marked ``# NBVAL_CHECK_OUTPUT`` with the output stored in the notebook, and does
-not compare a cell stored without a run. The notebooks are committed without outputs, so their checked
-cells' reference outputs live in ``notebooks/references/<notebook>.json`` (by cell id); the notebooks'
-``conftest.py`` puts them into the cells nbval collects.
+nbval compares a cell tagged ``nbval-check-output`` (cell metadata, out of the learners' sight) with
+the output stored in the notebook, and does not compare a cell stored without a run. The notebooks are
+committed without outputs, so their checked cells' reference outputs live in
+``notebooks/references/<notebook>.json`` (by cell id); the notebooks' ``conftest.py`` puts them into the
+cells nbval collects.
+
+Notebooks are stored as the git filter ``nbstripout`` (:data:`STRIP`) leaves them: no outputs, no
+execution counts, no metadata that depends on the machine that saved them. ``./dev`` installs the filter
+in the clone (``--install-filter``), so a notebook opened and run in JupyterLab stays clean in git.
 
     python tools/checked_outputs.py notebooks/00_tour.ipynb     # run it; store its references; strip it
     python tools/checked_outputs.py --check notebooks/*.ipynb   # report notebooks and references out of step
+    python tools/checked_outputs.py --install-filter            # git add strips notebooks in this clone
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,15 +27,23 @@ from typing import Any
 import nbformat
 from nbclient import NotebookClient
 
+#: Cell tag of the cells whose output nbval compares (older notebooks: a ``# NBVAL_CHECK_OUTPUT`` first line).
+TAG = "nbval-check-output"
 MARKER = "# NBVAL_CHECK_OUTPUT"
 #: Output data kept as references (pictures and scripts are neither checked nor kept).
 KEPT_DATA = ("text/plain", "text/html")
+#: The notebook filter: outputs, counts, and what JupyterLab writes about the saving machine are not kept.
+STRIP = [sys.executable, "-m", "nbstripout", "--keep-id",
+         "--extra-keys", "metadata.language_info metadata.kernelspec.display_name"]
 #: Seconds a cell may run.
 CELL_TIMEOUT = 600
 
 
 def is_checked(cell: nbformat.NotebookNode) -> bool:
-    return cell.cell_type == "code" and cell.source.lstrip().startswith(MARKER)
+    """Whether nbval compares ``cell``'s output with a stored reference."""
+    if cell.cell_type != "code":
+        return False
+    return TAG in cell.get("metadata", {}).get("tags", []) or cell.source.lstrip().startswith(MARKER)
 
 
 def references_path(notebook: Path) -> Path:
@@ -70,25 +85,34 @@ def refresh(path: Path) -> None:
         target.write_text(json.dumps(references, indent=1, ensure_ascii=False) + "\n")
     else:
         target.unlink(missing_ok=True)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-            cell.metadata.pop("execution", None)
-    notebook.metadata.pop("widgets", None)
     nbformat.write(notebook, path)
+    path.write_text(stripped(path))
+
+
+def stripped(path: Path) -> str:
+    """``path`` as the notebook filter stores it."""
+    return subprocess.run([*STRIP, "--textconv", str(path)], check=True, capture_output=True, text=True).stdout
+
+
+def install_filter() -> None:
+    """Configure this clone's git to store notebooks through :data:`STRIP` (``.gitattributes`` names it)."""
+    command = " ".join(f"'{part}'" for part in STRIP)
+    subprocess.run(["git", "config", "filter.nbstripout.clean", command], check=True)
+    subprocess.run(["git", "config", "filter.nbstripout.smudge", "cat"], check=True)
+    subprocess.run(["git", "config", "diff.ipynb.textconv", f"{command} --textconv"], check=True)
 
 
 def problems(path: Path) -> list[str]:
     """What is out of step: stored outputs, checked cells without a reference, references to no checked cell."""
     notebook = nbformat.read(path, as_version=4)
     references = read_references(path)
-    found = ["widget state in the notebook metadata"] if "widgets" in notebook.metadata else []
+    found = [] if path.read_text() == stripped(path) else ["not stored as the notebook filter leaves it"]
     checked = set()
     for number, cell in enumerate(notebook.cells, 1):
         if cell.cell_type != "code":
             continue
-        if cell.outputs or cell.execution_count is not None:
-            found.append(f"cell {number}: stored with outputs")
+        if MARKER in cell.source:
+            found.append(f"cell {number}: {MARKER} in the learners' code: tag the cell {TAG} instead")
         if is_checked(cell):
             checked.add(cell.id)
             if not references.get(cell.id, {}).get("outputs"):
@@ -99,9 +123,12 @@ def problems(path: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--check", action="store_true", help="only report what is out of step")
+    parser.add_argument("--install-filter", action="store_true", help="git add stores notebooks stripped (this clone)")
     args = parser.parse_args(argv)
+    if args.install_filter:
+        install_filter()
     failed = False
     for path in args.notebooks:
         if args.check:
