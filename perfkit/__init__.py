@@ -16,6 +16,7 @@ from perfkit.storage import load, save
 
 # Public names that live in heavier modules, imported on first use.
 _LAZY = {
+    "convert": "perfkit.io.convert",
     "open_matrix": "perfkit.io.matrix",
     "scaling": "perfkit.analysis.scaling",
     "fit_amdahl": "perfkit.analysis.models",

@@ -29,7 +29,11 @@ def save(ds: xr.Dataset, path: str | PathLike) -> Path:
 
 
 def load(path: str | PathLike, chunks: dict[str, int] | None = None) -> xr.Dataset:
-    """Read a Dataset written by ``save`` (lazily when ``chunks`` is given)."""
+    """Read a Dataset written by ``save`` or ``perfkit.convert``.
+
+    With ``chunks`` (e.g. ``{"rank": 16384}``; ``{}``: the store's own chunks) the data variables
+    are dask arrays read on demand (lazy; coordinates are read at once).
+    """
     path = Path(path)
     if path.suffix == ".zarr":
         ds = xr.open_zarr(path, consolidated=True, chunks=chunks)
@@ -37,6 +41,8 @@ def load(path: str | PathLike, chunks: dict[str, int] | None = None) -> xr.Datas
         ds = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     if chunks is None:
         ds = ds.load()
+    else:  # coordinates are small: in memory, so that selecting by label never computes
+        ds = ds.assign_coords({name: ds[name].variable.load() for name in ds.coords if name not in ds.indexes})
     # text coordinates come back as fixed-width or object strings depending on the engine
     updates = {name: ds[name].astype(object) for name in _TEXT_COORDS if name in ds.coords}
     ds = ds.assign_coords({k: v if v.dims != (k,) else np.asarray(v.values, dtype=object) for k, v in updates.items()})

@@ -78,7 +78,8 @@ def expand_paths(paths_or_glob: str | PathLike | Iterable[str | PathLike]) -> li
     return [Path(p) for p in found]
 
 
-def _metadata_for(path: Path, metadata: Metadata) -> dict[str, Any]:
+def metadata_for(path: Path, metadata: Metadata) -> dict[str, Any]:
+    """The run metadata ``metadata`` (mapping or callable, see :func:`open_runs`) gives ``path``."""
     if metadata is None:
         return {}
     if callable(metadata):
@@ -86,7 +87,7 @@ def _metadata_for(path: Path, metadata: Metadata) -> dict[str, Any]:
     return dict(metadata.get(str(path), metadata.get(path.name, {})))
 
 
-def _unique_labels(paths: Sequence[Path]) -> list[str]:
+def unique_labels(paths: Sequence[Path]) -> list[str]:
     """Shortest distinguishing labels: file stems, else with as many parent folders as needed."""
     for depth in range(1, max(len(p.parts) for p in paths) + 1):
         labels = ["/".join((*p.parts[-depth:-1], p.stem)) for p in paths]
@@ -115,16 +116,19 @@ def open_runs(
 
     ``metadata`` maps a path (or file name) to run metadata, or is a callable path -> mapping.
     Uses the active ``dask.distributed`` client when there is one, else dask's default
-    scheduler. ``chunks`` (e.g. ``{"rank": 4096}``) returns a lazy dask-backed cube.
-    ``progress`` shows a progress bar (default: when more than 20 files). Files that are reports of
+    scheduler. Every file is read into memory: ``chunks`` (e.g. ``{"rank": 4096}``) only chunks
+    the cube afterwards (dask-backed, but not lazy). A study larger than memory is converted once
+    with :func:`perfkit.convert` and opened lazily with ``perfkit.load(store, chunks=...)``.
+    ``progress`` shows a progress bar (default: when more than 20 files): a widget in Jupyter, text
+    in a terminal. Files that are reports of
     the same run (mpiP: same command, start time and collector PID, e.g. the concise and the
     verbose report ``mpiP -v`` writes) become one run, with a warning (see :func:`merge_duplicates`).
     """
     paths = expand_paths(paths_or_glob)
-    labels = _unique_labels(paths)
+    labels = unique_labels(paths)
     tasks = []
     for path, label in zip(paths, labels):
-        meta = {"label": label, **_metadata_for(path, metadata)}
+        meta = {"label": label, **metadata_for(path, metadata)}
         opener = open_profile if errors == "raise" else _open_or_refusal
         tasks.append(dask.delayed(opener, pure=True)(path, format, **meta))
     if errors not in ("raise", "warn", "skip"):
@@ -263,13 +267,16 @@ def _compute(tasks: list[Any], show_progress: bool) -> list[xr.Dataset]:
     if client is not None:
         futures = client.compute(tasks)
         if show_progress:
-            from distributed import progress
+            from distributed import as_completed
+            from tqdm.auto import tqdm
 
-            progress(futures, notebook=False)
+            with tqdm(total=len(futures), desc="reading", unit="file") as bar:
+                for _ in as_completed(futures):
+                    bar.update()
         return client.gather(futures)
     if show_progress:
-        from dask.diagnostics import ProgressBar
+        from tqdm.dask import TqdmCallback
 
-        with ProgressBar(minimum=1.0):
+        with TqdmCallback(desc="reading", unit="task"):
             return list(dask.compute(*tasks, scheduler="threads"))
     return list(dask.compute(*tasks, scheduler="threads"))

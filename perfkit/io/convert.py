@@ -1,0 +1,264 @@
+"""``convert``: read many profiles in parallel into one zarr store, one run at a time.
+
+Each file is read by a worker (the active ``dask.distributed`` client's, else a local process
+pool) and written to its own temporary zarr group; the worker returns only the lazy, dask-backed
+Dataset of that group. The union of the runs' coordinates is then known without holding any
+run, the final store is laid out with it (all cells NaN), and the runs are reindexed and written
+into it by region along ``run``, a few megabytes at a time. Peak memory therefore does not grow
+with the number of runs.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import as_completed as pool_completed
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+import zarr
+
+from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
+from perfkit.io.open import (
+    Metadata,
+    Refusal,
+    expand_paths,
+    merge_duplicates,
+    metadata_for,
+    open_profile,
+    refused_files,
+    unique_labels,
+)
+from perfkit.model import combine_coord_attrs, combined_attrs, combined_coords, read_warnings, validate, variable_dims
+from perfkit.storage import load, save
+
+#: Output kinds ``convert`` writes: a zarr store (lazy loading, appending) or a netCDF-4 file.
+SUFFIXES = (".zarr", ".nc")
+#: zarr chunk length along ``rank``, ``sender`` and ``receiver`` (other dims: whole, ``run``: 1).
+RANK_CHUNK = 4096
+#: Runs are written into the store in batches of at most this many cells (float64: 64 MiB).
+BATCH_CELLS = 2**23
+_RANK_DIMS = ("rank", "sender", "receiver")
+#: Without a client and ``workers``, a local process pool is started for more files than this.
+LOCAL_POOL_FROM = 20
+
+
+def convert(
+    paths_or_glob: str | PathLike | Iterable[str | PathLike],
+    output: str | PathLike,
+    format: str | None = None,
+    metadata: Metadata = None,
+    *,
+    errors: str = "raise",
+    append: bool = False,
+    workers: int | None = None,
+    progress: bool | None = None,
+) -> Path:
+    """Read profiles into one store at ``output`` (``*.zarr`` or ``*.nc``); return its path.
+
+    Files are read in parallel: on the active ``dask.distributed`` client when there is one, else
+    in ``workers`` local processes (default: one per core for more than ``LOCAL_POOL_FROM`` files,
+    else this process; ``1``: this process). Each run
+    is written as soon as it is read, so memory holds a few runs at most, whatever their number;
+    open the result lazily with ``perfkit.load(output, chunks={...})``. The store holds what
+    ``perfkit.open_runs`` on the same files returns (same layout, coordinates, warnings):
+    the rank axis is the union of the runs' ranks, NaN outside each run's.
+
+    ``append=True`` adds the runs to an existing zarr store (their labels must be new); the
+    union of functions, ranks and metrics may grow, the store is then rewritten run by run.
+    ``errors`` is ``open_runs``'s policy (``"raise"``, ``"warn"``, ``"skip"``); refused files are
+    recorded in the store's ``attrs["refused"]``. ``traffic`` matrices are stored densely, per run
+    (chunks of ``RANK_CHUNK`` x ``RANK_CHUNK`` ranks). ``progress`` shows a bar (default: more than
+    20 files), a widget in Jupyter and text in a terminal.
+    """
+    output = Path(output)
+    if output.suffix not in SUFFIXES:
+        raise ValueError(f"output {str(output)!r} must end in .zarr (a zarr store) or .nc (netCDF-4)")
+    if errors not in ("raise", "warn", "skip"):
+        raise ValueError(f"errors must be 'raise', 'warn' or 'skip', got {errors!r}")
+    if append and output.suffix != ".zarr":
+        raise ValueError("runs can only be added to a .zarr store")
+    existing = load(output, chunks={}) if append and output.exists() else None
+    paths = expand_paths(paths_or_glob)
+    labels = unique_labels(paths)
+    tasks = [(path, format, {"label": label, **metadata_for(path, metadata)}) for path, label in zip(paths, labels)]
+    if existing is not None:
+        taken = set(map(str, existing["run"].values)) & {str(meta["label"]) for _, _, meta in tasks}
+        if taken:
+            raise ContractError(f"runs {sorted(taken)} are already in {output}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.parts-", dir=output.parent))
+    try:
+        show = len(paths) > 20 if progress is None else progress
+        results = _read_all(tasks, work, errors, workers, show)
+        refused = [r for r in results if isinstance(r, Refusal)]
+        runs = merge_duplicates([r for r in results if not isinstance(r, Refusal)])
+        if not runs and existing is None:
+            raise refused[0].error
+        sources = [existing, *runs] if existing is not None else runs
+        attrs = _store_attrs(existing, runs, refused)
+        target = output if output.suffix == ".zarr" and existing is None else work / "study.zarr"
+        write_runs(sources, target, attrs, progress=show)
+        if output.suffix == ".nc":
+            save(load(target, chunks={}), output)
+        elif target != output:
+            old = work / "replaced.zarr"
+            output.rename(old)
+            target.rename(output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if refused and errors == "warn":
+        lines = "\n".join(f"  {r.error}" for r in refused)
+        warnings.warn(f"{len(refused)} of {len(results)} files could not be read and were left out of {output}:"
+                      f"\n{lines}", PerfkitWarning, stacklevel=2)
+    return output
+
+
+def _store_attrs(existing: xr.Dataset | None, runs: Sequence[xr.Dataset], refused: Sequence[Refusal]) -> dict[str, Any]:
+    """Attributes of the store: shared attrs, provenance, warnings and refused files (old ones kept)."""
+    attrs = combined_attrs(runs) if runs else {}
+    if existing is not None:
+        attrs = {**combined_attrs([existing, *runs]), "warnings": json.dumps(
+            [*read_warnings(existing), *json.loads(attrs.get("warnings", "[]"))])}
+        attrs.pop("refused", None)
+    listed = [*(refused_files(existing) if existing is not None else []), *(r.as_dict() for r in refused)]
+    if listed:
+        attrs["refused"] = json.dumps(listed)
+    return attrs
+
+
+def read_part(path: Path, format: str | None, meta: dict[str, Any], part: Path, errors: str) -> xr.Dataset | Refusal:
+    """Read one profile, write it to the zarr group ``part`` and return that group opened lazily.
+
+    With ``errors`` other than ``"raise"`` a file that cannot be read gives a ``Refusal``.
+    """
+    try:
+        ds = open_profile(path, format, **meta)
+    except (PerfkitFormatError, OSError) as exc:
+        if errors == "raise":
+            raise
+        return Refusal(str(path), exc)
+    save(ds, part)
+    lazy = load(part, chunks={})
+    return lazy.assign_coords({name: (lazy[name].dims, lazy[name].values, lazy[name].attrs) for name in lazy.coords})
+
+
+def _read_all(tasks: Sequence[tuple[Path, str | None, dict[str, Any]]], work: Path, errors: str,
+              workers: int | None, show: bool) -> list[xr.Dataset | Refusal]:
+    """``read_part`` of every task, in parallel; results in task order."""
+    calls = [(path, fmt, meta, work / f"{k}.zarr", errors) for k, (path, fmt, meta) in enumerate(tasks)]
+    results: list[Any] = [None] * len(calls)
+    for k, result in _progress(_completed(calls, workers), len(calls), show, "reading"):
+        results[k] = result
+    return results
+
+
+def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterator[tuple[int, Any]]:
+    """(task index, result) as tasks complete: distributed client, local process pool or this process."""
+    try:
+        from distributed import get_client
+
+        client = get_client()
+    except (ImportError, ValueError):
+        client = None
+    if client is not None:
+        from distributed import as_completed
+
+        futures = [client.submit(read_part, *call, pure=False) for call in calls]
+        index = {future.key: k for k, future in enumerate(futures)}
+        try:
+            for future in as_completed(futures):
+                yield index[future.key], future.result()
+        finally:
+            client.cancel(futures)
+        return
+    n = min(len(calls), workers or (os.cpu_count() or 1 if len(calls) > LOCAL_POOL_FROM else 1))
+    if n <= 1:
+        for k, call in enumerate(calls):
+            yield k, read_part(*call)
+        return
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = {pool.submit(read_part, *call): k for k, call in enumerate(calls)}
+        try:
+            for future in pool_completed(pending):
+                yield pending[future], future.result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def _progress(items: Iterable[Any], total: int, show: bool, desc: str) -> Iterator[Any]:
+    if not show:
+        yield from items
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=desc, unit="run") as bar:
+        for item in items:
+            yield item
+            bar.update()
+
+
+def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any], *, progress: bool = False) -> Path:
+    """Write the combination of ``sources`` along ``run`` to the zarr store ``target``, a batch of runs at a time.
+
+    The store is first laid out (coordinates written, every cell NaN), then each run is
+    reindexed to the union of labels and written into its region along ``run``.
+    """
+    coords = combined_coords(sources)
+    dims_of = variable_dims(sources)
+    sizes = {dim: len(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}
+    chunks = {"run": 1, **{dim: min(n, RANK_CHUNK) if dim in _RANK_DIMS else n for dim, n in sizes.items()}}
+    n_runs = len(coords["run"])
+    template = {name: (dims, da.full((n_runs, *(sizes[d] for d in dims[1:])), np.nan,
+                                     chunks=tuple(chunks[d] for d in dims)))
+                for name, dims in dims_of.items()}
+    layout = combine_coord_attrs(xr.Dataset(template, coords=coords, attrs=attrs), sources)
+    validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2)
+    cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
+    batches = list(_batches(sources, cells))
+    for start, parts in _progress(batches, len(batches), progress, "writing"):
+        block = xr.concat([_aligned(part, coords, dims_of, chunks) for part in parts], dim="run", join="exact")
+        block = block.chunk({dim: chunks[dim] for dim in block.dims})
+        block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
+    zarr.consolidate_metadata(str(target))
+    return target
+
+
+def _batches(sources: Sequence[xr.Dataset], cells: dict[str, int]) -> Iterator[tuple[int, list[xr.Dataset]]]:
+    """(first run position, one-run Datasets) in store order, at most ``BATCH_CELLS`` cells a batch."""
+    start, batch, size, position = 0, [], 0, 0
+    for source in sources:
+        per_run = sum(cells[name] for name in source.data_vars)
+        for j in range(source.sizes["run"]):
+            if batch and size + per_run > BATCH_CELLS:
+                yield start, batch
+                start, batch, size = position, [], 0
+            batch.append(source.isel(run=slice(j, j + 1)))
+            size += per_run
+            position += 1
+    if batch:
+        yield start, batch
+
+
+def _aligned(run: xr.Dataset, coords: dict[str, Any], dims_of: dict[str, tuple[str, ...]],
+             chunks: dict[str, int]) -> xr.Dataset:
+    """One run's data variables on the union labels, without coordinates (NaN where it has none)."""
+    index = {dim: coords[dim] for dim in run.dims if dim != "run"}
+    data = run.reindex(index)
+    data = data.drop_vars(list(data.coords)).astype(np.float64)
+    for name, dims in dims_of.items():
+        if name not in data:
+            shape = tuple(1 if d == "run" else len(coords[d]) for d in dims)
+            data[name] = (dims, da.full(shape, np.nan, chunks=tuple(min(chunks[d], n) for d, n in zip(dims, shape))))
+    return data
