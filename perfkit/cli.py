@@ -72,12 +72,16 @@ def _run_info(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("convert", "Read profiles into one cube and save it (.zarr or .nc) for fast reloading.")
+@command("convert", "Read profiles into one store (.zarr or .nc), a run at a time, for lazy analysis.")
 def _configure_convert(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("paths", nargs="+", help="profile files or glob patterns (any supported format)")
-    parser.add_argument("-o", "--output", required=True, help="output store: *.zarr or *.nc")
+    parser.add_argument("-o", "--output", required=True, help="output store: *.zarr (lazy loading) or *.nc")
     parser.add_argument("--format", default=None, help="force a format instead of sniffing it")
     parser.add_argument("--metadata", help="JSON file mapping file name -> run metadata (nodes, ppn, ...)")
+    parser.add_argument("--append", action="store_true", help="add the runs to an existing .zarr store")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="local reader processes (default: one per core for more than 20 files; "
+                             "the active dask client's workers when there is one)")
     _errors_option(parser)
     return _run_convert
 
@@ -88,10 +92,11 @@ def _run_convert(args: argparse.Namespace) -> int:
     import perfkit
 
     metadata = json.loads(Path(args.metadata).read_text()) if args.metadata else None
-    ds = perfkit.open_runs(_expand(args.paths), format=args.format, metadata=metadata, errors=_quiet(args.errors))
+    output = perfkit.convert(_expand(args.paths), args.output, format=args.format, metadata=metadata,
+                             errors=_quiet(args.errors), append=args.append, workers=args.workers)
+    ds = perfkit.load(output, chunks={})
     _print_refused(ds)
-    perfkit.save(ds, args.output)
-    print(f"wrote {ds.sizes['run']} runs x {ds.sizes['rank']} ranks to {args.output}", file=sys.stderr)
+    print(f"wrote {ds.sizes['run']} runs x {ds.sizes['rank']} ranks to {output}", file=sys.stderr)
     return 0
 
 

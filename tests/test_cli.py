@@ -73,3 +73,35 @@ def test_info_and_convert(tmp_path, capsys):
 
     assert perfkit.load(store)["profile"].sel(rank=0, function="Compute", metric="time").item() == 868.484133
     assert main(["info", str(tmp_path / "nothing*.txt")]) == 1
+
+
+def test_convert_refuses_an_unknown_output_extension(tmp_path, capsys):
+    from tests.helpers import ROOT
+
+    seed = str(ROOT / "data" / "seed" / "mpinside_seed_tables.txt")
+    assert main(["convert", seed, "-o", str(tmp_path / "seed.csv")]) == 1
+    assert ".zarr" in capsys.readouterr().err
+    assert not (tmp_path / "seed.csv").exists()
+
+
+def test_convert_to_zarr_lists_and_records_refused_files(tmp_path, capsys):
+    import json
+
+    import perfkit
+    from tests.helpers import ROOT
+
+    seed = str(ROOT / "data" / "seed" / "mpinside_seed_tables.txt")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("not a profile\n")
+    store = tmp_path / "study.zarr"
+    assert main(["convert", seed, str(bad), "-o", str(store)]) == 1  # errors=raise: nothing written
+    assert "bad.txt" in capsys.readouterr().err and not store.exists()
+    assert main(["convert", seed, str(bad), "-o", str(store), "--errors", "warn"]) == 0
+    err = capsys.readouterr().err
+    assert "refused:" in err and "bad.txt" in err and "1 file(s) could not be read" in err
+    refused = json.loads(perfkit.load(store, chunks={}).attrs["refused"])
+    assert [Path(r["path"]).name for r in refused] == ["bad.txt"]
+    other = tmp_path / "other.txt"
+    other.write_text(Path(seed).read_text())
+    assert main(["convert", str(other), "-o", str(store), "--append"]) == 0
+    assert list(perfkit.load(store)["run"].values) == ["mpinside_seed_tables", "other"]
