@@ -1,5 +1,9 @@
 """NumPy views of the profile cube and reductions over its ``function`` axis by a label per function.
 
+On a dask-backed cube (``perfkit.load(store, chunks={"rank": n})``) the analyses never hold the
+cube: ``per_rank`` reduces it one block of ranks at a time to small per-rank arrays, ``over_ranks``
+sums it over ranks, and ``evaluate`` computes several such reductions in one read of the cube.
+
 ``group_sum`` and ``group_min`` give what ``DataArray.groupby(label).sum(skipna=True, min_count=1)``
 and ``.min(skipna=True)`` give over ``function`` (labels sorted, each label's functions taken in
 their order), on plain arrays whose last axis is ``function``, without xarray's per-group cost.
@@ -7,8 +11,12 @@ their order), on plain arrays whose last axis is ``function``, without xarray's 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import dask
+import dask.array
 import numpy as np
 import xarray as xr
 
@@ -51,3 +59,56 @@ def _per_label(values: np.ndarray, labels: np.ndarray,
     if groups.size == 0:  # no function carries a label (e.g. a run without blocking MPI calls)
         return groups, np.empty((*values.shape[:-1], 0), dtype=np.float64)
     return groups, np.stack([reduce(values[..., inverse == g], axis=-1) for g in range(groups.size)], axis=-1)
+
+
+def is_lazy(ds: xr.Dataset) -> bool:
+    """Whether ``profile`` is dask-backed (a lazily opened or chunked cube)."""
+    return ds.variables["profile"].chunks is not None
+
+
+def with_loaded_coords(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with every coordinate in memory (they are small; a lazily opened store keeps them as dask)."""
+    lazy = {name: var.compute() for name, var in ds.coords.variables.items() if var.chunks is not None}
+    return ds.assign_coords(lazy) if lazy else ds
+
+
+def per_rank(ds: xr.Dataset, reduce: Callable[[np.ndarray], np.ndarray], metrics: Sequence[str],
+             functions: np.ndarray | None = None) -> Any:
+    """``reduce`` applied to the profile, one block of ranks at a time: a small per-rank result.
+
+    ``reduce`` takes a (run, rank, function, metric) array of ``metrics`` (in that order; only the
+    ``functions`` selected by the boolean mask, default all) and returns (run, rank, ...), each
+    rank's result depending on that rank's values alone. On a dask-backed cube the result is a
+    dask array computed block by block (pass it to ``evaluate``); otherwise a numpy array.
+    """
+    index = [ds.indexes["metric"].get_loc(metric) for metric in metrics]
+    profile = ds.variables["profile"].transpose("run", "rank", "function", "metric")[..., index]
+    if functions is not None:
+        profile = profile[:, :, np.flatnonzero(functions)]
+    if profile.chunks is None:
+        return reduce(np.asarray(profile.values))
+    data = profile.data.rechunk({2: -1, 3: -1})
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sample = reduce(np.zeros((1, 1, *data.shape[2:])))
+    trailing = sample.shape[2:]
+    layout = {"drop_axis": list(range(2 + len(trailing), 4))} if len(trailing) < 2 else {
+        "new_axis": list(range(4, 2 + len(trailing)))}
+    return data.map_blocks(reduce, dtype=sample.dtype, chunks=(*data.chunks[:2], *((n,) for n in trailing)),
+                           **layout)
+
+
+def over_ranks(ds: xr.Dataset) -> tuple[Any, Any]:
+    """Sum over ranks ignoring NaN (NaN where every rank is NaN) and the number of values, (run, function, metric).
+
+    Lazy (dask) on a dask-backed cube: pass both to ``evaluate``.
+    """
+    profile = ds["profile"].transpose("run", "rank", "function", "metric").variable
+    return profile.sum("rank", min_count=1).data, profile.count("rank").data
+
+
+def evaluate(*arrays: Any) -> tuple[Any, ...]:
+    """``arrays`` in memory, dask ones computed together (the cube is read once for all of them)."""
+    if not any(isinstance(array, dask.array.Array) for array in arrays):
+        return arrays
+    return dask.compute(*arrays)

@@ -35,10 +35,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from perfkit.analysis.cube import metric_values, nan_sum
-from perfkit.analysis.imbalance import by_node, imbalance, mpi_share, rank_values, size_summary, slow_ranks
-from perfkit.analysis.pop import pop_from_parts, startup_time
-from perfkit.analysis.waits import breakdown, call_wait_share, wait_split
+from perfkit.analysis.cube import evaluate, nan_sum, per_rank, with_loaded_coords
+from perfkit.analysis.imbalance import by_node, mpi_share, rank_values, size_summary, slow_ranks, stats_over_ranks
+from perfkit.analysis.pop import pop_from_parts, startup_per_rank
+from perfkit.analysis.waits import call_wait_share, split_and_breakdown
 
 COLUMNS = ["run", "category", "title", "text", "seconds", "share", "severity"]
 HIGH, MEDIUM = 0.10, 0.03
@@ -75,6 +75,9 @@ class _Context:
     compute: xr.DataArray  #: compute time [s] per run and rank
     mpi: pd.DataFrame  #: ``mpi_share``: MPI time [s] and calls per run and call
     pop: xr.Dataset  #: ``pop_metrics``: the POP efficiencies and the times behind them, per run
+    startup: np.ndarray  #: start-up and shut-down time [s] per run and rank
+    moved: np.ndarray  #: bytes sent and received [B] in transfer functions, (run, rank, 2)
+    transfer_calls: np.ndarray  #: calls of transfer functions per run and rank
 
 
 def format_ranks(ranks: Iterable[int], limit: int = 6) -> str:
@@ -93,10 +96,10 @@ def format_ranks(ranks: Iterable[int], limit: int = 6) -> str:
 def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     """Findings for ``run`` (or every run, plus trends across runs), most time at stake first.
 
-    The runs diagnosed are read into memory (a lazy, dask-backed cube included), without ``traffic``.
+    A lazy, dask-backed cube is reduced block by block; only per-rank totals are held.
     """
     runs = [run] if run is not None else [str(r) for r in ds["run"].values]
-    sub = ds.drop_vars("traffic", errors="ignore").sel(run=runs).load()
+    sub = with_loaded_coords(ds.drop_vars("traffic", errors="ignore").sel(run=runs))
     context = _context(sub)
     rows: list[dict[str, Any]] = []
     for finder in (_hierarchy_findings, _unexplained_wait_findings, _wait_findings, _imbalance_findings,
@@ -115,23 +118,28 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
 
 def _context(ds: xr.Dataset) -> _Context:
     """The shared quantities of ``ds`` (the runs being diagnosed)."""
-    split = wait_split(ds)
-    parts = breakdown(ds, split)
-    return _Context(elapsed=_elapsed(ds), ranks=_rank_counts(ds), split=split, parts=parts,
-                    compute=rank_values(ds), mpi=mpi_share(ds), pop=pop_from_parts(ds, split, parts))
-
-
-def _elapsed(ds: xr.Dataset) -> pd.Series:
-    """Elapsed time per run [s]: the coordinate, else the largest per-rank total time."""
-    longest = np.fmax.reduce(nan_sum(metric_values(ds, "time"), axis=2), axis=1)
+    split, parts = split_and_breakdown(ds)
+    sums, startup = evaluate(_rank_sums(ds), startup_per_rank(ds))
+    longest = np.fmax.reduce(sums[..., 0], axis=1)
     given = ds["elapsed"].values
-    return pd.Series(np.where(np.isnan(given), longest, given), index=ds["run"].values)
+    runs = ds["run"].values
+    return _Context(elapsed=pd.Series(np.where(np.isnan(given), longest, given), index=runs),
+                    ranks=pd.Series(parts["total"].notnull().values.sum(axis=1), index=runs), split=split,
+                    parts=parts, compute=rank_values(ds), mpi=mpi_share(ds), pop=pop_from_parts(ds, split, parts),
+                    startup=startup, moved=sums[..., 1:3], transfer_calls=sums[..., 3])
 
 
-def _rank_counts(ds: xr.Dataset) -> pd.Series:
-    """Number of ranks with a time value, per run."""
-    exists = ~np.isnan(metric_values(ds, "time")).all(axis=2)
-    return pd.Series(exists.sum(axis=1), index=ds["run"].values)
+def _rank_sums(ds: xr.Dataset) -> Any:
+    """Per (run, rank): total time [s] (NaN for absent ranks), then bytes sent, bytes received [B] and calls
+    in transfer functions; a (run, rank, 4) array, lazy on a dask-backed cube.
+    """
+    transfer = ds["kind"].values == "transfer"
+
+    def sums(block: np.ndarray) -> np.ndarray:
+        moved = [np.nansum(block[..., transfer, m], axis=-1) for m in (1, 2, 3)]
+        return np.stack([nan_sum(block[..., 0], axis=2), *moved], axis=-1)
+
+    return per_rank(ds, sums, ["time", "bytes_sent", "bytes_recv", "calls"])
 
 
 def _row(run: str, category: str, title: str, text: str, seconds: float) -> dict[str, Any]:
@@ -203,7 +211,7 @@ def _varies(values: np.ndarray, ok: np.ndarray) -> bool:
 
 def _imbalance_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """Compute imbalance: load balance, slow ranks (as ranges) and their excess over the mean."""
-    stats = imbalance(ds, by="kind").sel(kind="compute")
+    stats = stats_over_ranks(context.compute, "s")
     columns = {name: stats[name].values for name in stats.data_vars}
     rows = []
     for i, run in enumerate(map(str, ds["run"].values)):
@@ -324,7 +332,7 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
                      f"{v['serialisation_efficiency']:.2f}); a profile cannot tell their cause")
             text += (f"Largest: {losses[largest]:.3g} s of waiting that is not load imbalance (compute load balance "
                      f"{v['load_balance']:.2f}). It could be {UNKNOWN_CAUSES}: {TELL_APART}.")
-        elif (rate := _transfer_rate(ds, context, i)) is not None and rate[0] < SLOW_TRANSFER:
+        elif (rate := _transfer_rate(context, i)) is not None and rate[0] < SLOW_TRANSFER:
             title = (f"Largest loss: MPI transfers far too slow for the data moved (transfer efficiency "
                      f"{v['transfer_efficiency']:.2f}); ranks sharing cores or interference, not the network")
             text += (f"Largest: {losses[largest]:.3g} s lost to transfers, but they take {rate[2]:.3g} s per rank on "
@@ -365,12 +373,11 @@ def _always_last(context: _Context, i: int) -> list[tuple[str, int, float]]:
     return found
 
 
-def _transfer_rate(ds: xr.Dataset, context: _Context, i: int) -> tuple[float, float, float, float] | None:
+def _transfer_rate(context: _Context, i: int) -> tuple[float, float, float, float] | None:
     """Bytes moved per second of transfer time [B/s], bytes per rank [B], transfer per rank [s], per call [s]."""
     transfer = float(np.nanmean(context.parts["time"].sel(kind="transfer").values[i]))
-    comm = np.isin(ds["kind"].values, "transfer")
-    moved = [np.nansum(metric_values(ds, m)[i][..., comm], axis=-1) for m in ("bytes_sent", "bytes_recv")]
-    calls = np.nansum(metric_values(ds, "calls")[i][..., comm], axis=-1)
+    moved = [context.moved[i, :, 0], context.moved[i, :, 1]]
+    calls = context.transfer_calls[i]
     exists = ~np.isnan(context.parts["total"].values[i])
     per_rank = float(np.mean((moved[0] + moved[1])[exists])) if exists.any() else np.nan
     per_call = transfer / float(np.mean(calls[exists])) if exists.any() and np.mean(calls[exists]) > 0 else np.nan
@@ -410,7 +417,7 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
         busiest = int(compute["rank"].values[int(np.nanargmax(compute.values))])
         own = parts.isel(run=i).sel(rank=busiest)
         waited = float(own.sel(kind=["wait_late_sender", "wait_collective"]).sum())
-        startup = float(startup_time(ds)[i][compute["rank"].values == busiest][0])
+        startup = float(context.startup[i][compute["rank"].values == busiest][0])
         other = float(own.sel(kind=["io", "other"]).sum()) - startup
         how = _evidence(pop, i, "serialisation_efficiency")
         text = (f"Serialisation efficiency {float(pop['serialisation_efficiency'][i]):.2f} ({how}): on an ideal "

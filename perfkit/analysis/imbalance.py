@@ -23,6 +23,7 @@ summaries. The formulas are also in ``docs/imbalance.md``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -30,7 +31,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from perfkit.analysis.cube import group_sum, metric_values, nan_sum, run_coords, zero_nan
+from perfkit.analysis.cube import (
+    evaluate,
+    group_sum,
+    nan_sum,
+    over_ranks,
+    per_rank,
+    run_coords,
+    with_loaded_coords,
+    zero_nan,
+)
 
 Group = Literal["function", "kind", "call"]
 #: Robust z-score above which a rank is an outlier (Iglewicz and Hoaglin).
@@ -43,16 +53,23 @@ def grouped(ds: xr.Dataset, by: Group = "function", metric: str = "time") -> xr.
     """Per-rank totals of ``metric`` per ``by`` group, dims (run, rank, group); NaN for absent ranks.
 
     Absent ranks (NaN everywhere in a run) stay NaN; an existing rank without a value for a group
-    that the run has is 0.
+    that the run has is 0. On a dask-backed cube, totals per ``kind`` or ``call`` come back in
+    memory (a few values per rank); per ``function`` they stay lazy, the cube being read once here
+    for the groups each run has.
     """
+    ds = with_loaded_coords(ds)
     values = ds["profile"].sel(metric=metric).transpose("run", "rank", "function")
     if by != "function":
-        groups, sums = group_sum(values.values, ds[by].values)
+        labels = ds[by].values
+        groups = np.unique(labels)
+        sums = evaluate(per_rank(ds, lambda block: group_sum(block[..., 0], labels)[1], [metric]))[0]
         coords = {name: var for name, var in values.coords.variables.items() if "function" not in var.dims}
         values = xr.DataArray(sums, dims=("run", "rank", by), coords={**coords, by: groups}, name=values.name)
-    present = ~np.isnan(values.values)
-    missing = ~present & present.any(axis=2, keepdims=True) & present.any(axis=1, keepdims=True)
-    return values.copy(data=np.where(missing, 0.0, values.values))
+    data = values.data
+    present = ~np.isnan(data)
+    in_run = evaluate(present.any(axis=1))[0][:, None, :]
+    missing = ~present & present.any(axis=2, keepdims=True) & in_run
+    return values.copy(data=np.where(missing, 0.0, data))
 
 
 def imbalance(ds: xr.Dataset, by: Group = "function", metric: str = "time") -> xr.Dataset:
@@ -60,21 +77,29 @@ def imbalance(ds: xr.Dataset, by: Group = "function", metric: str = "time") -> x
 
     Returns a Dataset with dims (run, ``by``) and variables ``max``, ``mean``, ``min``,
     ``rank_of_max``, ``max_over_mean``, ``percent_imbalance`` [%], ``imbalance_time`` and
-    ``load_balance``; NaN where the group has no data in a run.
+    ``load_balance``; NaN where the group has no data in a run. A dask-backed cube is reduced
+    over ranks block by block.
     """
-    return _stats(grouped(ds, by, metric), _unit(ds, metric))
+    return stats_over_ranks(grouped(ds, by, metric), _unit(ds, metric))
 
 
-def _stats(values: xr.DataArray, unit: str) -> xr.Dataset:
-    """The imbalance statistics of ``values`` (run, rank, group) over ``rank``."""
-    data, axis = values.values, values.get_axis_num("rank")
+def stats_over_ranks(values: xr.DataArray, unit: str) -> xr.Dataset:
+    """The statistics of ``imbalance`` of per-rank totals ``values`` (run, rank[, group]), numpy- or dask-backed.
+
+    ``unit`` is the totals' unit (``s`` for time).
+    """
+    data, axis = values.data, values.get_axis_num("rank")
     present = ~np.isnan(data)
-    vmax, vmin = np.fmax.reduce(data, axis=axis), np.fmin.reduce(data, axis=axis)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # groups without values: NaN
+        vmax, vmin, total, count, where_max = evaluate(
+            np.nanmax(data, axis=axis), np.nanmin(data, axis=axis), np.sum(np.where(present, data, 0.0), axis=axis),
+            present.sum(axis=axis), np.argmax(np.where(present, data, -np.inf), axis=axis))
     with np.errstate(divide="ignore", invalid="ignore"):
-        vmean = np.sum(np.where(present, data, 0.0), axis=axis) / present.sum(axis=axis)
+        vmean = total / count
         stats = {
             "max": vmax, "mean": vmean, "min": vmin,
-            "rank_of_max": _rank_of_max(values["rank"].values, data, axis, vmax),
+            "rank_of_max": np.where(np.isnan(vmax), np.nan, values["rank"].values[where_max]),
             "max_over_mean": np.where(vmean > 0, vmax / vmean, np.nan),
             "percent_imbalance": np.where(vmax > 0, 100.0 * (vmax - vmean) / vmax, np.nan),
             "imbalance_time": vmax - vmean,
@@ -88,19 +113,13 @@ def _stats(values: xr.DataArray, unit: str) -> xr.Dataset:
     return xr.Dataset({name: (dims, stat, attrs.get(name, {})) for name, stat in stats.items()}, coords=coords)
 
 
-def _rank_of_max(ranks: np.ndarray, data: np.ndarray, axis: int, vmax: np.ndarray) -> np.ndarray:
-    """Rank holding the largest value along ``axis`` (the first one on ties); NaN where all are NaN."""
-    where_max = np.argmax(np.where(np.isnan(data), -np.inf, data), axis=axis)
-    return np.where(np.isnan(vmax), np.nan, ranks[where_max])
-
-
 def _unit(ds: xr.Dataset, metric: str) -> str:
     return str(ds["units"].sel(metric=metric).item()) if "units" in ds.coords else ""
 
 
 def rank_values(ds: xr.Dataset, by: Group = "kind", group: str = "compute", metric: str = "time") -> xr.DataArray:
-    """Per-rank total of one group (default: compute time [s]), dims (run, rank)."""
-    return grouped(ds, by, metric).sel({by: group}, drop=True)
+    """Per-rank total of one group (default: compute time [s]), dims (run, rank), in memory."""
+    return grouped(ds, by, metric).sel({by: group}, drop=True).compute()
 
 
 def robust_z(values: xr.DataArray, dim: str = "rank") -> xr.DataArray:
@@ -201,12 +220,14 @@ def mpi_share(ds: xr.Dataset) -> pd.DataFrame:
     MPI time), ``call_share`` (of all MPI calls), ``elapsed_share`` (time / total time of all
     functions on all ranks), ``mean_bytes`` per call. Sorted by run, then time.
     """
-    names, per_call = _mpi_totals(ds)
+    ds = with_loaded_coords(ds)
+    sums = evaluate(over_ranks(ds)[0])[0]
+    names, per_call = _mpi_totals(ds, sums)
     runs = ds["run"].values
     frame = pd.DataFrame({"run": np.repeat(runs, names.size), "call": np.tile(names, runs.size),
                           **{metric: per_call[..., i].ravel() for i, metric in enumerate(ds["metric"].values)}})
     frame = frame.rename(columns={"time": "time_s"})
-    total = np.sum(zero_nan(metric_values(ds, "time")), axis=(1, 2))
+    total = np.sum(zero_nan(sums[..., ds.indexes["metric"].get_loc("time")]), axis=1)
     frame["bytes"] = frame["bytes_sent"].fillna(0) + frame["bytes_recv"].fillna(0)
     frame["calls"] = frame["calls"].fillna(frame["calls_sent"].fillna(0) + frame["calls_recv"].fillna(0))
     frame["time_share"] = frame["time_s"] / frame.groupby("run")["time_s"].transform("sum")
@@ -218,16 +239,16 @@ def mpi_share(ds: xr.Dataset) -> pd.DataFrame:
         ["run", "time"], ascending=[True, False]).reset_index(drop=True)
 
 
-def _mpi_totals(ds: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
+def _mpi_totals(ds: xr.Dataset, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """MPI calls (sorted, without MPI_Init) and each one's totals over ranks, (run, call, metric).
 
-    A total is NaN where the call has no value on any rank of the run.
+    ``sums`` is the profile summed over ranks, (run, function, metric) (``cube.over_ranks``). A
+    total is NaN where the call has no value on any rank of the run.
     """
     call_of = ds["call"].values.astype(str)
     mpi = np.char.startswith(call_of, "MPI_") & (call_of != "MPI_Init")
-    profile = ds.variables["profile"].transpose("run", "rank", "function", "metric").values[:, :, mpi]
     names, inverse = np.unique(call_of[mpi], return_inverse=True)
-    totals = [nan_sum(profile[:, :, inverse == i], axis=(1, 2)) for i in range(names.size)]
+    totals = [nan_sum(sums[:, mpi][:, inverse == i], axis=1) for i in range(names.size)]
     return names, np.stack(totals, axis=1)
 
 
@@ -242,7 +263,7 @@ def size_summary(ds: xr.Dataset, small: float = SMALL_MESSAGE) -> pd.DataFrame:
         return pd.DataFrame(columns=["run", "function", "messages", "time", "small_share", "small_time",
                                      "median_bin"])
     hist = ds["sizes"].sum("rank", skipna=True)
-    hist = hist.drop_vars([c for c in hist.coords if c not in hist.dims])
+    hist = hist.drop_vars([c for c in hist.coords if c not in hist.dims]).compute()
     count, time = hist.sel(stat="count", drop=True), hist.sel(stat="time", drop=True)
     is_small = ds["size_bin"] < small
     messages = count.sum("size_bin")

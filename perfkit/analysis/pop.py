@@ -41,12 +41,13 @@ profile has per-rank times.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from perfkit.analysis.cube import metric_values, run_coords
-from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, breakdown, wait_split
+from perfkit.analysis.cube import evaluate, over_ranks, per_rank, run_coords, with_loaded_coords
+from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, split_and_breakdown
 
 #: The hierarchy, top down, with each metric's depth (for the indented POP table).
 HIERARCHY: tuple[tuple[str, int], ...] = (
@@ -78,20 +79,22 @@ def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | No
     ``reference`` is the run label for computation scalability (default: the fewest ranks);
     ``weak`` marks a weak-scaling series (default: the ``scaling`` run coordinate when present).
     """
-    ds = ds.drop_vars("traffic", errors="ignore")
-    split = wait_split(ds)
-    return pop_from_parts(ds, split, breakdown(ds, split), reference=reference, weak=weak)
+    ds = with_loaded_coords(ds.drop_vars("traffic", errors="ignore"))
+    split, parts = split_and_breakdown(ds)
+    return pop_from_parts(ds, split, parts, reference=reference, weak=weak)
 
 
 def pop_from_parts(ds: xr.Dataset, split: xr.Dataset, parts: xr.Dataset, *, reference: str | None = None,
                    weak: bool | None = None) -> xr.Dataset:
     """``pop_metrics`` from an already computed ``wait_split`` and ``breakdown`` of ``ds``."""
+    ds = with_loaded_coords(ds)
+    startup, present, busy = evaluate(startup_per_rank(ds), *_busy_functions(ds))
     time = parts["time"]
     compute = time.sel(kind="compute").values
     transfer = time.sel(kind="transfer").values
     full = parts["total"].values
     exists = ~np.isnan(full)
-    total = full - startup_time(ds)
+    total = full - startup
     per_rank = exists.any(axis=1) & ~np.isnan(np.where(exists, compute, 0.0)).all(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # runs without per-rank values: NaN, reported below
@@ -112,7 +115,7 @@ def pop_from_parts(ds: xr.Dataset, split: xr.Dataset, parts: xr.Dataset, *, refe
     source = np.full((len(labels), len(EFFICIENCIES)), "measured", dtype=object)
     note = np.full(source.shape, "", dtype=object)
     column = {name: j for j, name in enumerate(EFFICIENCIES)}
-    estimated = _estimated_calls(ds, split)
+    estimated = _estimated_calls(ds, present, busy)
     for i in range(len(labels)):
         if not per_rank[i]:
             for name in _COMPUTE_ONLY + _NETWORK:
@@ -160,8 +163,20 @@ _STATED = "from the report's stated means: (mean AppTime - mean MPI time) / max 
 
 def startup_time(ds: xr.Dataset) -> np.ndarray:
     """Time [s] in start-up and shut-down calls (``STARTUP``) per (run, rank), 0 where there is none."""
+    return evaluate(startup_per_rank(with_loaded_coords(ds)))[0]
+
+
+def startup_per_rank(ds: xr.Dataset) -> Any:
+    """``startup_time``, lazy (dask) on a dask-backed cube: pass it to ``cube.evaluate``."""
     columns = np.isin(ds["call"].values, STARTUP)
-    return np.nansum(metric_values(ds, "time")[..., columns], axis=-1)
+    return per_rank(ds, lambda values: np.nansum(values[..., columns, 0], axis=-1), ["time"])
+
+
+def _busy_functions(ds: xr.Dataset) -> tuple[Any, Any]:
+    """Per (run, function): whether some rank has a time, and whether the time summed over ranks is above 0."""
+    sums, counts = over_ranks(ds)
+    time = ds.indexes["metric"].get_loc("time")
+    return counts[..., time] > 0, sums[..., time] > 0
 
 
 def _elapsed(ds: xr.Dataset, longest: np.ndarray) -> np.ndarray:
@@ -173,18 +188,19 @@ def _elapsed(ds: xr.Dataset, longest: np.ndarray) -> np.ndarray:
     return np.fmax(given, longest)
 
 
-def _estimated_calls(ds: xr.Dataset, split: xr.Dataset) -> list[list[str]]:
-    """Per run, the blocking calls (receives, waits, collectives) with time but no measured wait column."""
-    time = metric_values(ds, "time")
+def _estimated_calls(ds: xr.Dataset, present: np.ndarray, busy: np.ndarray) -> list[list[str]]:
+    """Per run, the blocking calls (receives, waits, collectives) with time but no measured wait column.
+
+    ``present`` and ``busy`` are per (run, function): some rank has a time; the time over ranks is above 0.
+    """
     kinds, calls = ds["kind"].values, ds["call"].values
     blocking = np.isin(calls, sorted(COLLECTIVES | RECEIVES))
     waits = np.isin(kinds, WAIT_KINDS)
     out = []
-    for i in range(time.shape[0]):
-        present = ~np.isnan(time[i]).all(axis=0)
-        measured = set(calls[waits & present])
-        busy = present & blocking & (kinds == "transfer") & (np.nan_to_num(time[i]).sum(axis=0) > 0)
-        out.append(sorted(set(calls[busy]) - measured))
+    for i in range(present.shape[0]):
+        measured = set(calls[waits & present[i]])
+        candidates = present[i] & blocking & (kinds == "transfer") & busy[i]
+        out.append(sorted(set(calls[candidates]) - measured))
     return out
 
 

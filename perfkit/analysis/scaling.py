@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit.analysis.cube import evaluate, group_sum, per_rank, with_loaded_coords
+
 RUN_NUMBERS = ("nodes", "ppn", "threads")
 GROUPS = ("function", "kind", "call")
 SOURCE_ELAPSED = "elapsed coordinate"
@@ -134,27 +136,41 @@ def _from_dataset(
         raise ValueError("Dataset has no 'profile' variable")
     if metric not in ds["metric"].values:
         raise ValueError(f"metric {metric!r} not in the Dataset; have {list(map(str, ds['metric'].values))}")
+    ds = with_loaded_coords(ds)
     keys = _by_names(by, ds)
     prof = ds["profile"].sel(metric=metric).drop_vars(["metric", "units"], errors="ignore")
+    if group not in (None, "function"):
+        prof = _group_totals(ds, metric, group)
+    value = _over_ranks(prof.sum("function", min_count=1) if group is None else prof, reduce)
+    present = ds["profile"].notnull().any(("function", "metric")).sum("rank")
+    computed, present = evaluate(value.data, present.data)
+    value = value.copy(data=computed)
     if group is None:
-        value = _over_ranks(prof.sum("function", min_count=1), reduce)
         frame = pd.DataFrame({"run": _runs(ds), "value": value.values, "source": f"{reduce} over ranks"})
         if metric == "time" and "elapsed" in ds.coords:
             known = np.isfinite(ds["elapsed"].values.astype(float))
             frame.loc[known, "value"] = ds["elapsed"].values[known]
             frame.loc[known, "source"] = SOURCE_ELAPSED
     else:
-        if group != "function":
-            prof = prof.groupby(group).sum("function", min_count=1)
-        keep = [c for c in prof.coords if c not in prof.dims]
-        value = _over_ranks(prof, reduce).drop_vars(keep, errors="ignore")
-        frame = value.to_dataframe(name="value").reset_index()
+        keep = [c for c in value.coords if c not in value.dims]
+        frame = value.drop_vars(keep, errors="ignore").to_dataframe(name="value").reset_index()
         frame["run"] = frame["run"].astype(str)
         frame["source"] = f"{reduce} over ranks"
-    meta = _run_meta(ds, keys)
+    meta = _run_meta(ds, keys, present.astype(float))
     frame = frame.merge(meta, on="run", how="left")
     frame = frame[np.isfinite(frame["value"]) & np.isfinite(frame["nprocs"])]
     return frame, keys
+
+
+def _group_totals(ds: xr.Dataset, metric: str, group: str) -> xr.DataArray:
+    """Per-rank totals of ``metric`` per ``group`` label (run, rank, group), NaN where a group has no value.
+
+    Lazy (dask) on a dask-backed cube, reduced one block of ranks at a time.
+    """
+    labels = ds[group].values
+    sums = per_rank(ds, lambda block: group_sum(block[..., 0], labels)[1], [metric])
+    return xr.DataArray(sums, dims=("run", "rank", group),
+                        coords={"run": ds["run"].values, "rank": ds["rank"].values, group: np.unique(labels)})
 
 
 def _over_ranks(da: xr.DataArray, reduce: str) -> xr.DataArray:
@@ -170,11 +186,10 @@ def _runs(ds: xr.Dataset) -> list[str]:
     return [str(r) for r in ds["run"].values]
 
 
-def _run_meta(ds: xr.Dataset, keys: list[str]) -> pd.DataFrame:
-    """Run labels, process counts (ranks present when unknown), node/ppn/thread counts, ``by``."""
+def _run_meta(ds: xr.Dataset, keys: list[str], present: np.ndarray) -> pd.DataFrame:
+    """Run labels, process counts (``present``, the ranks with values, when unknown), node/ppn/thread counts, ``by``."""
     meta = pd.DataFrame({"run": _runs(ds)})
     nprocs = ds["nprocs"].values.astype(float) if "nprocs" in ds.coords else np.full(len(meta), np.nan)
-    present = ds["profile"].notnull().any(("function", "metric")).sum("rank").values.astype(float)
     meta["nprocs"] = np.where(np.isfinite(nprocs), nprocs, present)
     for name in RUN_NUMBERS:
         if name in ds.coords and name not in keys:

@@ -28,10 +28,21 @@ gather/reduce = *Early Reduce*. MPInside's receive-late time (*Late Receiver*) i
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
-from perfkit.analysis.cube import group_min, group_sum, metric_values, nan_sum, run_coords, zero_nan
+from perfkit.analysis.cube import (
+    evaluate,
+    group_min,
+    group_sum,
+    nan_sum,
+    per_rank,
+    run_coords,
+    with_loaded_coords,
+    zero_nan,
+)
 from perfkit.model import KINDS
 
 #: MPI calls whose waiting is collective (all ranks wait for the last to arrive).
@@ -64,20 +75,44 @@ def wait_split(ds: xr.Dataset) -> xr.Dataset:
 
     Returns a Dataset with ``time`` (run, rank, call, part) for part in ("transfer", "wait"),
     ``estimated`` (run, call): True where the wait is estimated, and the ``wait_kind`` coordinate on
-    ``call`` ("wait_collective" or "wait_late_sender").
+    ``call`` ("wait_collective" or "wait_late_sender"). A dask-backed cube is read block by block.
+    """
+    ds = with_loaded_coords(ds)
+    return _split_of(ds, *evaluate(_call_sums(ds)))
+
+
+def _call_sums(ds: xr.Dataset) -> Any:
+    """Per (run, rank, call) of the MPI calls: transfer time, wait time, transfer calls [and shortest call].
+
+    A (run, rank, call, 3 or 4) array, lazy on a dask-backed cube; the shortest single call [s]
+    comes from a ``time_min`` metric when there is one.
     """
     comm = _mpi_calls(ds)
     call_of = ds["call"].values[comm]
     is_wait = np.isin(ds["kind"].values[comm], WAIT_KINDS)
-    time = metric_values(ds, "time")[..., comm]
-    calls, transfer = group_sum(np.where(is_wait, np.nan, time), call_of)
-    waited = group_sum(np.where(is_wait, time, np.nan), call_of)[1]
-    counts = group_sum(np.where(is_wait, np.nan, metric_values(ds, "calls")[..., comm]), call_of)[1]
+    metrics = ["time", "calls"] + (["time_min"] if "time_min" in ds["metric"].values else [])
+
+    def sums(values: np.ndarray) -> np.ndarray:
+        time, calls = values[..., 0], values[..., 1]
+        parts = [group_sum(np.where(is_wait, np.nan, time), call_of)[1],
+                 group_sum(np.where(is_wait, time, np.nan), call_of)[1],
+                 group_sum(np.where(is_wait, np.nan, calls), call_of)[1]]
+        if values.shape[-1] > 2:
+            parts.append(group_min(np.where(is_wait, np.nan, values[..., 2]), call_of)[1])
+        return np.stack(parts, axis=-1)
+
+    return per_rank(ds, sums, metrics, comm)
+
+
+def _split_of(ds: xr.Dataset, sums: np.ndarray) -> xr.Dataset:
+    """``wait_split`` from the per-rank call sums of ``_call_sums`` (in memory)."""
+    calls = np.unique(ds["call"].values[_mpi_calls(ds)])
+    transfer, waited, counts = sums[..., 0], sums[..., 1], sums[..., 2]
+    shortest = np.fmin.reduce(sums[..., 3], axis=1) if sums.shape[-1] > 3 else None
     collective = np.isin(calls, sorted(COLLECTIVES))
     measured = ~np.isnan(waited).all(axis=1)
     estimable = np.isin(calls, sorted(COLLECTIVES | RECEIVES))
     several = (~np.isnan(transfer)).sum(axis=1) > 1
-    shortest = _shortest_call(ds, comm, is_wait, call_of)
     guess = np.where((estimable & several)[:, None], _estimate(transfer, counts, shortest, collective), 0.0)
     moved, wait = _parts(transfer, waited, guess, measured)
     return xr.Dataset({
@@ -109,14 +144,6 @@ def _by_part(moved: np.ndarray, wait: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.stack([moved, wait]).transpose(0, 3, 1, 2)).transpose(2, 3, 1, 0)
 
 
-def _shortest_call(ds: xr.Dataset, comm: np.ndarray, is_wait: np.ndarray, call_of: np.ndarray) -> np.ndarray | None:
-    """Shortest single call per (run, call) over ranks [s] from a ``time_min`` metric, if any."""
-    if "time_min" not in ds["metric"].values:
-        return None
-    fastest = np.where(is_wait, np.nan, metric_values(ds, "time_min")[..., comm])
-    return np.fmin.reduce(group_min(fastest, call_of)[1], axis=1)
-
-
 def _estimate(transfer: np.ndarray, calls: np.ndarray, shortest: np.ndarray | None,
               collective: np.ndarray) -> np.ndarray:
     """Time above the fastest per-call time [s] (per rank total), the estimated wait, (run, rank, call).
@@ -140,17 +167,46 @@ def breakdown(ds: xr.Dataset, split: xr.Dataset | None = None) -> xr.Dataset:
 
     Returns a Dataset with ``time`` (run, rank, kind), ``total`` (run, rank) and ``estimated``
     (run): True where some wait of the run is estimated rather than measured (see ``wait_split``).
-    Absent ranks are NaN. ``split`` is ``wait_split(ds)`` when already computed.
+    Absent ranks are NaN. ``split`` is ``wait_split(ds)`` when already computed (else both are
+    computed in one read of a dask-backed cube).
     """
-    split = wait_split(ds) if split is None else split
-    time = metric_values(ds, "time")
+    if split is None:
+        return split_and_breakdown(ds)[1]
+    ds = with_loaded_coords(ds)
+    return _breakdown_of(ds, split, *evaluate(_kind_sums(ds)))
+
+
+def split_and_breakdown(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
+    """``wait_split(ds)`` and ``breakdown(ds)``, reading a dask-backed cube once for both."""
+    ds = with_loaded_coords(ds)
+    sums, kinds = evaluate(_call_sums(ds), _kind_sums(ds))
+    split = _split_of(ds, sums)
+    return split, _breakdown_of(ds, split, kinds)
+
+
+def _kind_sums(ds: xr.Dataset) -> Any:
+    """Per (run, rank): time [s] in compute, io and other functions (0 when none) and 1 where the rank exists.
+
+    A (run, rank, 4) array, lazy on a dask-backed cube.
+    """
     kinds = ds["kind"].values
+
+    def sums(values: np.ndarray) -> np.ndarray:
+        time = values[..., 0]
+        pieces = [_sum_of(time, kinds == kind) for kind in ("compute", "io", "other")]
+        return np.stack([*pieces, ~np.isnan(time).all(axis=-1)], axis=-1)
+
+    return per_rank(ds, sums, ["time"])
+
+
+def _breakdown_of(ds: xr.Dataset, split: xr.Dataset, kind_sums: np.ndarray) -> xr.Dataset:
+    """``breakdown`` from ``wait_split`` and the per-rank sums of ``_kind_sums`` (in memory)."""
     moved, waited = (split["time"].sel(part=part).values for part in PARTS)
     wait_kind = split["wait_kind"].values
-    pieces = {kind: _sum_of(time, kinds == kind) for kind in ("compute", "io", "other")}
+    pieces = {kind: kind_sums[..., i] for i, kind in enumerate(("compute", "io", "other"))}
     pieces["transfer"] = np.nansum(moved, axis=-1)
     pieces.update({kind: _sum_of(waited, wait_kind == kind) for kind in WAIT_KINDS})
-    exists = ~np.isnan(time).all(axis=-1)
+    exists = kind_sums[..., 3] > 0
     stacked = np.where(exists[..., None], np.stack([pieces[kind] for kind in KINDS], axis=-1), np.nan)
     return xr.Dataset({
         "time": (("run", "rank", "kind"), stacked, {"units": "s"}),

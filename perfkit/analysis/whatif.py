@@ -49,6 +49,7 @@ from typing import Literal
 import numpy as np
 import xarray as xr
 
+from perfkit.analysis.cube import with_loaded_coords
 from perfkit.analysis.waits import WAIT_KINDS, breakdown
 
 Scenario = Literal["perfect_network", "network", "compute", "balance", "drop_slowest"]
@@ -65,11 +66,13 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
     ``dynamic_imbalance`` (run) [s] and
     ``estimated`` (run: waits estimated, see ``waits.wait_split``). ``k`` is the factor of
     ``network`` and ``compute`` and the number of ranks for ``drop_slowest`` (unless ``ranks``).
+    A dask-backed cube is reduced to the per-rank breakdown block by block.
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; choose one of {SCENARIOS}")
     if scenario in ("network", "compute") and not k > 0:
         raise ValueError(f"k must be > 0 for scenario {scenario!r}, got {k}")
+    ds = with_loaded_coords(ds)
     if run is not None:
         ds = ds.sel(run=[run] if isinstance(run, str) else list(run))
     parts = breakdown(ds)
