@@ -56,6 +56,8 @@ COST_ROWS = {
     "weighted_cost": "Scotch objective (weighted bytes)",
     "time_s": "estimated comm time [s]",
 }
+#: Up to this many nodes, the heatmaps label every node.
+MAX_NODE_TICKS = 16
 #: Placements remembered per view (switching back to a topology and strategy seen is instant).
 CACHE_SIZE = 32
 
@@ -221,13 +223,12 @@ def decision_text(result: PlacementResult) -> str:
     return "; ".join(parts) + "."
 
 
-def node_heatmap(data: tuple[xr.DataArray, str, tuple[float, float] | None] | None) -> hv.Image:
-    """Node x node heatmap of ``(aggregated, title, clim)``; an empty 1 x 1 image before the first result."""
-    if data is None:
-        return hv.Image(np.full((1, 1), np.nan), kdims=["receiver_node", "sender_node"], vdims=["bytes"]).opts(
-            width=420, height=380, title="mapping...")
+def node_heatmap(data: tuple[xr.DataArray, str, tuple[float, float] | None]) -> hv.Image:
+    """Node x node heatmap of ``(aggregated, title, clim)``, axes and colours following each new frame."""
     aggregated, title, clim = data
-    return group_heatmap(aggregated, title=title, clim=clim).opts(framewise=True, axiswise=True)
+    ticks = list(range(aggregated.shape[0])) if aggregated.shape[0] <= MAX_NODE_TICKS else None
+    return group_heatmap(aggregated, title=title, clim=clim).opts(framewise=True, axiswise=True, xticks=ticks,
+                                                                  yticks=ticks)
 
 
 def heatmap_frames(result: PlacementResult) -> list[tuple[xr.DataArray, str, tuple[float, float] | None]]:
@@ -263,13 +264,12 @@ class PlacementView:
         self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
                                        sizing_mode="stretch_width", max_width=900)
         self.prediction = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self.pipes = [hv.streams.Pipe(data=None), hv.streams.Pipe(data=None)]
-        maps = [hv.DynamicMap(node_heatmap, streams=[pipe]) for pipe in self.pipes]
-        self.heatmaps = pn.Row(*(pn.pane.HoloViews(m, backend="bokeh") for m in maps), sizing_mode="stretch_width")
+        self.pipes: list[hv.streams.Pipe] = []  # made with the first result (a plot starts from its first frame)
+        self.heatmaps = pn.FlexBox(sizing_mode="stretch_width")
         from perfkit.placement.launch import FORMATS  # after perfkit.place: the package resolves its own imports
 
         self.downloads = [pn.widgets.FileDownload(callback=partial(self.launch_file, fmt), filename=FILENAMES[fmt],
-                                                  label=f"{fmt} ({FILENAMES[fmt]})", embed=False, disabled=True,
+                                                  label=_download_label(fmt), embed=False, disabled=True,
                                                   color="primary", width=200) for fmt in FORMATS]
         self.results = pn.Column(
             self.decision, self.table, self.prediction, self.heatmaps,
@@ -287,11 +287,11 @@ class PlacementView:
     def _controls(self) -> list[Any]:
         """Topology and strategy widgets, bound both ways to the state (numbers apply on Enter and on change)."""
         state = self.state
-        number = {"width": 120}
+        number = {"width": 150}
         nodes = pn.widgets.IntInput.from_param(state.param.nodes, label="nodes", **number)
         cores = pn.widgets.IntInput.from_param(state.param.cores, label="cores per node", **number)
         sockets = pn.widgets.IntInput.from_param(state.param.sockets, label="sockets per node", **number)
-        switch = pn.widgets.IntInput.from_param(state.param.switch_size, label="nodes per switch (0: one)", **number)
+        switch = pn.widgets.IntInput.from_param(state.param.switch_size, label="nodes per switch", **number)
         timeout = pn.widgets.FloatInput.from_param(state.param.timeout, label="map time limit [s]", **number)
         hosts = pn.widgets.TextInput(label="host list (overrides nodes, cores)", value=state.hosts,
                                      placeholder="n001 24, n002 24, ...", width=WIDGET_WIDTH + 80)
@@ -379,8 +379,14 @@ class PlacementView:
         self.decision.object = decision_text(outcome)
         self.table.object = outcome.table
         self.prediction.object = prediction_text(outcome)
-        for pipe, frame in zip(self.pipes, heatmap_frames(outcome)):
-            pipe.send(frame)
+        frames = heatmap_frames(outcome)
+        if self.pipes:
+            for pipe, frame in zip(self.pipes, frames):
+                pipe.send(frame)
+        else:
+            self.pipes = [hv.streams.Pipe(data=frame) for frame in frames]
+            self.heatmaps.objects = [pn.pane.HoloViews(hv.DynamicMap(node_heatmap, streams=[pipe]), backend="bokeh")
+                                     for pipe in self.pipes]
         for button in self.downloads:
             button.disabled = False
         self.results.visible = True
@@ -398,6 +404,10 @@ class PlacementView:
         self.progress.param.update(active=False, visible=False)
         self.cancel.visible = False
         self.status.object = message
+
+
+def _download_label(fmt: str) -> str:
+    return fmt if FILENAMES[fmt] == fmt else f"{fmt} ({FILENAMES[fmt]})"
 
 
 def placement_view(data: Any, state: RankState | None = None, *, run: str | None = None) -> PlacementView:

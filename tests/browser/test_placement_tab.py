@@ -1,0 +1,103 @@
+"""The explorer's placement tab under ``panel serve`` in headless Chromium, on a bundled MPInside run."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import perfkit
+from perfkit.placement.launch import read_launch
+from tests.browser.helpers import BIN, free_port, wait_for_new_picture, wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+#: Seconds for the server to read the bundled series and send the first page.
+RENDER_TIMEOUT = 120
+#: Seconds for a map (the first one also cuts the run out of the combined series).
+MAP_TIMEOUT = 90
+
+
+def number_input(page, label: str):
+    """The text box of the numeric input titled ``label``."""
+    group = page.locator(".bk-input-group", has=page.locator("label", has_text=re.compile(f"^{re.escape(label)}$")))
+    return group.locator("input").first
+
+
+def table_text(page) -> str:
+    return page.locator("table >> visible=true", has_text="inter-node bytes").first.inner_text()
+
+
+def test_placement_tab_under_panel_serve(page, serve, artifacts, tmp_path):
+    port = free_port()
+    serve([str(BIN / "panel"), "serve", "perfkit/widgets/explorer_app.py", f"--port={port}", "--address=127.0.0.1",
+           f"--allow-websocket-origin=127.0.0.1:{port}"], port)
+    page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=RENDER_TIMEOUT * 1000)
+    page.locator(".bk-Canvas").first.wait_for(timeout=RENDER_TIMEOUT * 1000)
+    page.locator("select").first.select_option("96/slt")
+
+    page.locator(".bk-tab", has_text=re.compile("^placement$")).click()
+    shown = page.locator("text=/Mapping with Scotch|inter-node bytes/ >> visible=true").first
+    shown.wait_for(timeout=30_000)
+    if "Mapping" in shown.inner_text():  # the first map also cuts the run out of the series: usually seconds
+        page.screenshot(path=artifacts / "panel-serve-placement-mapping.png")  # progress bar and Cancel
+    page.locator("text=inter-node bytes [B] >> visible=true").first.wait_for(timeout=MAP_TIMEOUT * 1000)
+    first_table = table_text(page)
+    assert "Scotch" in first_table and "vs block" in first_table, first_table
+    assert page.locator("text=96 ranks on 4 nodes x 24 cores, Scotch").count() == 1
+    assert page.locator("text=Predicted elapsed time").count() == 1
+    heatmaps = page.locator(".bk-Canvas >> visible=true")
+    wait_until(lambda: heatmaps.count() >= 2, 30, "the two node x node heatmaps")
+    before_after = wait_until(heatmaps.nth(1).screenshot, 10, "a picture of the 'after' heatmap")
+    _fits_the_page(page)
+    page.screenshot(path=artifacts / "panel-serve-placement.png", full_page=True)
+
+    # topology: 8 nodes of 12 cores, applied on Enter (no blur)
+    nodes, cores = number_input(page, "nodes"), number_input(page, "cores per node")
+    cores.fill("12")
+    cores.press("Enter")
+    nodes.fill("8")
+    nodes.press("Enter")
+    wait_until(lambda: page.locator("text=96 ranks on 8 nodes x 12 cores, Scotch").count() == 1, MAP_TIMEOUT,
+               "the placement on 8 nodes x 12 cores")
+    eight_nodes = wait_until(lambda: (text := table_text(page)) != first_table and text, 30, "a new cost table")
+    after_8 = wait_for_new_picture(heatmaps.nth(1), before_after, 30, "the heatmap of 8 nodes")
+
+    # strategy: round-robin
+    page.locator(".bk-btn", has_text=re.compile("^round-robin$")).click()
+    wait_until(lambda: page.locator("text=96 ranks on 8 nodes x 12 cores, round-robin").count() == 1, MAP_TIMEOUT,
+               "the round-robin placement")
+    assert "round-robin" in table_text(page) and table_text(page) != eight_nodes
+    wait_for_new_picture(heatmaps.nth(1), after_8, 30, "the round-robin heatmap")
+    page.screenshot(path=artifacts / "panel-serve-placement-round-robin.png", full_page=True)
+
+    # the rankfile download reads back as the placement shown
+    with page.expect_download(timeout=30_000) as download:
+        page.locator(".bk-btn", has_text="rankfile").click()
+    saved = tmp_path / "rankfile"
+    download.value.save_as(saved)
+    topology = perfkit.Topology(nodes=8, cores=12, sockets=2)
+    placed = read_launch(saved, "rankfile", topology)
+    np.testing.assert_array_equal(placed.node, np.arange(96) % 8)  # round-robin: rank r on node r mod 8
+    assert placed.nranks == 96
+    assert page.offsite == [], f"the app asked the internet for {page.offsite}"
+
+
+def _fits_the_page(page) -> None:
+    """Nothing of the placement tab runs off the right edge of the 1,400 px page."""
+    width = page.viewport_size["width"]
+    overflow = page.evaluate("""(width) => {
+      const out = [];
+      const visit = (root) => {
+        for (const el of root.querySelectorAll('*')) {
+          const box = el.getBoundingClientRect();
+          const past = box.width > 0 && box.right > width + 1 && el.checkVisibility();
+          if (past) out.push(`${el.tagName}.${el.className} ${box.right}`);
+          if (el.shadowRoot) visit(el.shadowRoot);
+        }
+      };
+      visit(document);
+      return out.slice(0, 5);
+    }""", width)
+    assert overflow == [], f"elements past the right edge: {overflow}"
