@@ -1,14 +1,20 @@
 """The perfkit explorer: one dashboard over a canonical Dataset.
 
-Shared controls (run, metric, grouping, rank range) drive the tabs: the stacked per-rank profile,
-the scaling views (two or more runs with known ``nprocs``), the POP efficiencies (coloured table,
-and across the series), imbalance findings and, when the
-Dataset has ``traffic``, a sender x receiver heatmap. The same layout works in a notebook, in
-Voila and under ``panel serve`` (see :mod:`perfkit.widgets.explorer_app`).
+Shared controls (run, metric, grouping, rank range, rank selection) drive the tabs: the stacked
+per-rank profile, the scaling views (two or more runs with known ``nprocs``), the POP efficiencies
+(coloured table, and across the series), imbalance findings and, when the Dataset has ``traffic``,
+a sender x receiver heatmap. The same layout works in a notebook, in Voila and under
+``panel serve`` (see :mod:`perfkit.widgets.explorer_app`).
+
+Ranks are selected by box or lasso in the per-rank plot, by node, or as the slow ranks or the
+outliers of the run (:mod:`perfkit.widgets.selection`); the selection and the rank range together
+are the ranks in view, and every tab follows them: findings and imbalance are computed on those
+ranks, the traffic heatmap keeps only their senders and receivers, the efficiency tab adds the POP
+efficiencies of those ranks beside the whole run's.
 
 The controls and the per-rank view are those of :func:`perfkit.widgets.ranks.rank_explorer`: one
 state changed once per user action, a plot whose data is replaced rather than rebuilt. Tabs other
-than the first compute only while they are shown.
+than the first compute only while they are shown, with a loading indicator while they compute.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from perfkit.model import TRAFFIC_DIMS
 from perfkit.plots.pop import pop_plot, pop_styler
 from perfkit.widgets.ranks import WIDGET_WIDTH, rank_controls, rank_pane, rank_state
 from perfkit.widgets.scaling import scaling_panel
+from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
 
 #: Largest side of the traffic heatmap: bigger matrices are summed over square blocks of ranks.
 MAX_CELLS = 256
@@ -43,20 +50,34 @@ def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
     controls = rank_controls(ds, state)
     # selecting runs of a sparse traffic cube by a list is slow: views that do not draw traffic go without it
     profiles = ds.drop_vars("traffic", errors="ignore")
-    tabs = pn.Tabs(("per rank", rank_pane(ds, state)), sizing_mode="stretch_width")
+    all_ranks = ds["rank"].values
+
+    def in_view(run: str, rank_range: tuple[int, int], selected: list[int] | None) -> np.ndarray | None:
+        return view_ranks(all_ranks, rank_range, selected, state.bounds[run])
+
+    totals, chosen = selection_pane(profiles, state)
+    tabs = pn.Tabs(("per rank", rank_pane(ds, state, totals, chosen)), sizing_mode="stretch_width")
+    in_state = (state.param.run, state.param.ranks, state.param.selected)
     if has_scaling(ds):
         _add_tab(tabs, "scaling", _once(lambda: scaling_panel(profiles)))
-    _add_tab(tabs, "efficiency", _once(lambda: efficiency_view(profiles)))
-    _add_tab(tabs, "findings", lambda run, by, metric: findings_view(profiles, run, by, metric),
-             state.param.run, state.param.by, state.param.metric)
+    pop = _once(lambda: pop_metrics(profiles))
+    series = _once(lambda: efficiency_view(profiles, pop()))
+    _add_tab(tabs, "efficiency",
+             lambda run, rr, sel: efficiency_tab(profiles, run, in_view(run, rr, sel), pop(), series()), *in_state)
+    _add_tab(tabs, "findings", lambda run, rr, sel, by, metric: findings_view(profiles, run, by, metric,
+                                                                               ranks=in_view(run, rr, sel)),
+             *in_state, state.param.by, state.param.metric)
     if "traffic" in ds:
         quantity = pn.widgets.Select(label="quantity", options=[str(q) for q in ds["quantity"].values],
                                      value=str(ds["quantity"].values[0]), width=WIDGET_WIDTH)
-        _add_tab(tabs, "traffic", lambda run, q, ranks: traffic_view(ds, run, q, ranks),
-                 state.param.run, quantity, state.param.ranks, header=quantity)
+        _add_tab(tabs, "traffic", lambda run, rr, sel, q: traffic_view(ds, run, q, rr, selected=sel),
+                 *in_state, quantity, header=quantity)
+        from perfkit.widgets.placement import placement_panel  # the placement tab lives in its own module
+
+        _add_tab(tabs, "placement", _once(lambda: placement_panel(ds, state)))
     n_runs = ds.sizes["run"]
     title = pn.pane.Markdown(f"### perfkit explorer: {n_runs} run{'s' * (n_runs > 1)}")
-    return pn.Column(title, *controls, tabs, sizing_mode="stretch_width")
+    return pn.Column(title, *controls, selection_controls(profiles, state), tabs, sizing_mode="stretch_width")
 
 
 def has_scaling(ds: xr.Dataset) -> bool:
@@ -64,10 +85,10 @@ def has_scaling(ds: xr.Dataset) -> bool:
     return "nprocs" in ds.coords and int(np.isfinite(ds["nprocs"].values.astype(float)).sum()) >= 2
 
 
-def efficiency_view(ds: xr.Dataset) -> pn.Column:
-    """The POP efficiencies of every run (:func:`perfkit.pop_metrics`) as a coloured table, and across
-    the series when there is one."""
-    pop = pop_metrics(ds)
+def efficiency_view(ds: xr.Dataset, pop: xr.Dataset | None = None) -> pn.Column:
+    """The POP efficiencies of every run (:func:`perfkit.pop_metrics`, or ``pop`` when already computed) as
+    a coloured table, and across the series when there is one."""
+    pop = pop_metrics(ds) if pop is None else pop
     note = ("POP efficiencies per run (`perfkit.pop_metrics`): parallel efficiency = load balance x "
             "communication efficiency = load balance x serialisation x transfer efficiency.")
     parts: list[Any] = [pn.pane.Markdown(note), pn.pane.HTML(pop_styler(pop).to_html(), sizing_mode="stretch_width")]
@@ -76,11 +97,50 @@ def efficiency_view(ds: xr.Dataset) -> pn.Column:
     return pn.Column(*parts, sizing_mode="stretch_width")
 
 
-def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = "time") -> pn.Column:
-    """Findings of :func:`perfkit.diagnose` for ``run`` (largest first), then the imbalance of ``metric`` per group."""
+def efficiency_tab(ds: xr.Dataset, run: str, ranks: np.ndarray | None, pop: xr.Dataset,
+                   series: pn.Column) -> pn.Column:
+    """``series`` (:func:`efficiency_view`), after the POP efficiencies of ``ranks`` of ``run`` beside the whole
+    run's (from ``pop``, every run's) when ``ranks`` is a subset (None: every rank)."""
+    if ranks is None:
+        return series
+    if ranks.size == 0:
+        return pn.Column(pn.pane.Markdown(f"No rank of {run} in view: nothing to compute on."), series,
+                         sizing_mode="stretch_width")
+    part = subset_pop(ds.sel(run=[run], rank=ranks)).assign_coords(run=[f"{run} [{ranks.size} ranks]"])
+    table = pop_styler(xr.concat([pop.sel(run=[run]), part], "run", data_vars="all", coords="minimal",
+                                 compat="override")).to_html()
+    note = (f"POP efficiencies of {run} on the ranks in view ({ranks.size}: {describe_ranks(ranks)}) beside all "
+            "its ranks: load balance is among these ranks, elapsed is the run's.")
+    return pn.Column(pn.pane.Markdown(note), pn.pane.HTML(table), series, sizing_mode="stretch_width")
+
+
+#: Efficiencies that compare runs of a series: not defined for a subset of one run's ranks.
+ACROSS_RUNS = ("global_efficiency", "computation_scalability")
+
+
+def subset_pop(ds: xr.Dataset) -> xr.Dataset:
+    """:func:`perfkit.pop_metrics` of one run's subset of ranks, the across-runs efficiencies unavailable."""
+    pop = pop_metrics(ds)
+    evidence, note = pop["evidence"].astype(object), pop["note"].astype(object)
+    evidence.loc[{"efficiency": list(ACROSS_RUNS)}] = "unavailable"
+    note.loc[{"efficiency": list(ACROSS_RUNS)}] = "compares the runs of a series, not computed on a subset of ranks"
+    return pop.assign({name: pop[name] * np.nan for name in ACROSS_RUNS}).assign(evidence=evidence, note=note)
+
+
+def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = "time",
+                  ranks: np.ndarray | None = None) -> pn.Column:
+    """Findings of :func:`perfkit.diagnose` for ``run`` (largest first), then the imbalance of ``metric`` per group.
+
+    Both on ``ranks`` only when given (the ranks in view), else on every rank of the run.
+    """
+    where = "every rank" if ranks is None else f"{ranks.size} ranks in view ({describe_ranks(ranks)})"
+    if ranks is not None:
+        if ranks.size == 0:
+            return pn.Column(pn.pane.Markdown(f"Findings for {run}: no rank in view (range and selection)."))
+        ds = ds.sel(rank=ranks)
     findings = pd.DataFrame(diagnose(ds, run=run))
-    note = f"Imbalance of {metric} per {by} across the ranks of {run} (largest max - mean first)."
-    return pn.Column(*_table(f"Findings for {run} (`perfkit.diagnose`).", findings),
+    note = f"Imbalance of {metric} per {by} across the ranks in view of {run} (largest max - mean first)."
+    return pn.Column(*_table(f"Findings for {run} on {where} (`perfkit.diagnose`).", findings),
                      *_table(note, imbalance_table(ds, run, by=by, metric=metric)), sizing_mode="stretch_width")
 
 
@@ -96,24 +156,46 @@ def imbalance_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: s
     return frame.sort_values("max_minus_mean", ascending=False).rename_axis(by).reset_index()
 
 
+#: Table cells left-aligned and at the top, long text wrapped.
+TABLE_CSS = ".panel-df th { text-align: left; vertical-align: bottom; } .panel-df td { vertical-align: top; }"
+
+
 def _table(note: str, frame: pd.DataFrame) -> tuple[pn.pane.Markdown, pn.pane.DataFrame]:
     return pn.pane.Markdown(note), pn.pane.DataFrame(frame, index=False, float_format="{:.4g}".format,
+                                                     justify="left", text_align="start", stylesheets=[TABLE_CSS],
                                                      sizing_mode="stretch_width")
 
 
-def traffic_view(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int] | None = None) -> Any:
-    """Heatmap of ``traffic`` (sender x receiver) for one run and quantity, block-summed when large."""
+def traffic_view(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int] | None = None,
+                 selected: list[int] | None = None) -> Any:
+    """Heatmap of ``traffic`` (sender x receiver) for one run and quantity, block-summed when large.
+
+    ``ranks`` is a range of ranks (first, last); with ``selected`` (ranks), only messages between two
+    selected ranks of the range are kept, drawn between the first and last of them (others blank).
+    """
     senders = ds["sender"].values
     lo, hi = ranks if ranks is not None else (int(senders.min()), int(senders.max()))
+    chosen = ""
+    if selected is not None:
+        picked = np.asarray(selected, dtype=np.int64)
+        picked = picked[(picked >= lo) & (picked <= hi)]
+        if picked.size == 0:
+            return pn.pane.Markdown(f"No selected rank in the range {lo}-{hi}: no traffic to show.")
+        lo, hi = int(picked.min()), int(picked.max())
+        chosen = f", between the {picked.size} selected ranks"
     first, last = np.searchsorted(senders, lo), np.searchsorted(senders, hi, side="right")
     rows, cols, values = traffic_entries(ds, run, quantity, first, last)
+    if selected is not None:
+        keep = np.isin(senders[first:last], picked)
+        between = keep[rows] & keep[cols]
+        rows, cols, values = rows[between], cols[between], values[between]
     cells, step = block_sum(rows, cols, values, last - first)
     if values.size == 0 or not np.any(cells > 0):
-        return pn.pane.Markdown(f"No {quantity} traffic recorded for run {run} (ranks {lo}-{hi}).")
+        return pn.pane.Markdown(f"No {quantity} traffic recorded for run {run} (ranks {lo}-{hi}{chosen}).")
     centres = senders[first] + step * np.arange(cells.shape[0]) + (step - 1) / 2
     unit = str(ds["quantity_units"].sel(quantity=quantity).item()) if "quantity_units" in ds.coords else ""
     label = f"{quantity} [{unit}]" if unit not in ("", "1") else quantity
-    note = f", summed over blocks of {step} x {step} ranks" if step > 1 else ""
+    note = chosen + (f", summed over blocks of {step} x {step} ranks" if step > 1 else "")
     image = hv.Image((centres, centres, np.where(cells > 0, cells, np.nan)), ["receiver", "sender"],
                      hv.Dimension(quantity, label=label))
     return image.opts(cmap="viridis", logz=True, colorbar=True, invert_yaxis=True, tools=["hover"],
@@ -169,7 +251,7 @@ def _add_tab(tabs: pn.Tabs, name: str, view: Callable[..., Any], *deps: Any, hea
             raise param.Skip
         return view(*values)
 
-    body = pn.panel(pn.bind(render, tabs.param.active, *deps), lazy=True)
+    body = pn.panel(pn.bind(render, tabs.param.active, *deps), lazy=True, loading_indicator=True)
     tabs.append((name, pn.Column(header, body) if header is not None else body))
 
 

@@ -15,6 +15,7 @@ import panel as pn
 import param
 import xarray as xr
 
+from perfkit.plots.palette import colours
 from perfkit.plots.profile import rank_table
 
 GROUPINGS = ("function", "call", "kind")
@@ -23,12 +24,23 @@ WIDGET_WIDTH = 220
 
 
 class RankState(param.Parameterized):
-    """What the per-rank view shows: changed once per user action, watched by every view."""
+    """What the views show: changed once per user action, watched by every view.
+
+    A view shows the ranks of ``run`` in the range ``ranks`` that are also in ``selected``, the
+    rank selection (a sorted list of ranks; None when nothing is selected): every tab of
+    :func:`perfkit.explore` applies it, with :func:`perfkit.widgets.selection.view_ranks`
+    (``view_ranks(ds["rank"].values, state.ranks, state.selected)``). ``selection_label`` says
+    how it was made. A run change resets the range and clears the selection.
+    """
 
     run = param.String(default="")
     metric = param.String(default="time")
     by = param.Selector(default="function", objects=list(GROUPINGS))
     ranks = param.Range(default=(0, 0))
+    #: Selected ranks (sorted), None when nothing is selected (every rank of the range).
+    selected = param.List(default=None, allow_None=True, item_type=int)
+    #: How the selection was made (box in the per-rank plot, node, slow ranks, outliers).
+    selection_label = param.String(default="")
     #: First and last rank of each run (:func:`rank_bounds`), where the rank range resets on a run change.
     bounds = param.Dict(default={}, constant=True)
 
@@ -77,7 +89,7 @@ def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
             slider.param.update(start=lo, end=max(hi, lo + 1), value=(lo, hi))
         finally:
             syncing.pop()
-        state.param.update(run=event.new, ranks=(lo, hi))
+        state.param.update(run=event.new, ranks=(lo, hi), selected=None, selection_label="")
 
     def on_ranks(event: param.parameterized.Event) -> None:
         if not syncing:
@@ -90,20 +102,26 @@ def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
     return [pn.Row(run_select, metric_select, pn.Column(pn.pane.Markdown("group by"), by_select)), slider]
 
 
-def rank_pane(ds: xr.Dataset, state: RankState) -> pn.pane.HoloViews:
-    """The per-rank view: a DynamicMap of :func:`rank_bands` following ``state``."""
+def rank_pane(ds: xr.Dataset, state: RankState, *overlays: hv.DynamicMap) -> pn.pane.HoloViews:
+    """The per-rank view: a DynamicMap of :func:`rank_bands` following ``state``, under ``overlays``."""
     def frame(run: str, metric: str, by: str, ranks: tuple[int, int]) -> hv.Polygons:
-        return rank_bands(ds, run, by=by, metric=metric, ranks=ranks)
+        bands = rank_bands(ds, run, by=by, metric=metric, ranks=ranks)
+        # in an overlay a label would be a second legend entry beside the groups': it becomes the title
+        return bands.relabel("").opts(title=bands.label) if overlays else bands
 
     stream = hv.streams.Params(state, ["run", "metric", "by", "ranks"])
-    return pn.pane.HoloViews(hv.DynamicMap(frame, streams=[stream]), sizing_mode="stretch_width")
+    plot = hv.DynamicMap(frame, streams=[stream])
+    for overlay in overlays:
+        plot = plot * overlay
+    return pn.pane.HoloViews(plot, sizing_mode="stretch_width")
 
 
 def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
                ranks: tuple[int, int] | None = None) -> hv.Polygons:
     """The stacked per-rank profile as one polygon per group (one glyph, so groups may change).
 
-    Same numbers as :func:`perfkit.plots.profile.stacked_ranks` (largest group at the bottom).
+    Same numbers as :func:`perfkit.plots.profile.stacked_ranks` (largest group at the bottom), same
+    colours (:mod:`perfkit.plots.palette`, one per name of ``ds[by]`` whatever the run or ranks shown).
     """
     table = rank_table(ds, run, by=by, metric=metric, ranks=ranks).fillna(0.0)
     table = table[table.sum().sort_values(ascending=False).index]
@@ -117,7 +135,7 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     ylabel = f"{metric} [{unit}]" if unit not in ("", "1") else metric
     label = f"{run}: {metric} per rank by {by}"
     return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=label).opts(
-        color=by, cmap="Category20", line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
+        color=by, cmap=colours(ds[by].values), line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
         legend_position="right", show_grid=True, framewise=True, responsive=True, height=420, padding=(0, 0.05),
         title="{label}", ylabel=ylabel,
     )

@@ -1,0 +1,213 @@
+"""Rank selection shared by the explorer's tabs: box/lasso in the per-rank plot, a node, slow ranks, outliers.
+
+The selection lives on :class:`perfkit.widgets.ranks.RankState` (``selected``, ``selection_label``);
+every tab applies :func:`view_ranks` of the state: the ranks of the rank range that are also in the
+selection. Ways to select:
+
+* box or lasso in the per-rank plot, over the markers of each rank's total (top of the stack; the
+  exact total of every rank, also where the bands are binned): a ``Selection1D`` stream on the
+  markers; an empty box leaves the selection unchanged (clear it with the button);
+* a node: ranks ``node * ppn .. node * ppn + ppn - 1`` (:func:`perfkit.analysis.imbalance.node_of`);
+  disabled, saying why, when the run's ``ppn`` is unknown;
+* slow ranks: compute time above the run's mean by more than :data:`SLOW_EXCESS`
+  (:func:`perfkit.analysis.imbalance.slow_ranks`);
+* outliers: compute time with a robust z-score above :data:`perfkit.analysis.imbalance.Z_OUTLIER`
+  (:func:`perfkit.analysis.imbalance.outlier_ranks`, high side).
+
+A run change clears the selection (slow ranks and nodes are per run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+import param
+import xarray as xr
+
+from perfkit.analysis.imbalance import Z_OUTLIER, node_of, outlier_ranks, slow_ranks
+from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
+
+#: A rank is slow when its compute time exceeds the run's mean by more than this fraction.
+SLOW_EXCESS = 0.10
+#: Colour of the selected ranks' markers.
+SELECTED_COLOUR = "crimson"
+NO_NODE = "(no node)"
+
+
+def view_ranks(ranks: np.ndarray, rank_range: tuple[int, int], selected: list[int] | None,
+               run_bounds: tuple[int, int] | None = None) -> np.ndarray | None:
+    """The ranks of ``ranks`` in ``rank_range`` and in ``selected``.
+
+    None when that is every rank: all of ``ranks`` or, when given, every rank between the run's first
+    and last (``run_bounds``, the run's ranks are a part of ``ranks`` when runs differ in size).
+    """
+    if selected is None and run_bounds is not None and rank_range[0] <= run_bounds[0] \
+            and rank_range[1] >= run_bounds[1]:
+        return None
+    ranks = np.asarray(ranks)
+    keep = (ranks >= rank_range[0]) & (ranks <= rank_range[1])
+    if selected is not None:
+        keep &= np.isin(ranks, selected)
+    return None if keep.all() else ranks[keep]
+
+
+def describe_ranks(ranks: Any, limit: int = 12) -> str:
+    """Ranks as sorted runs of consecutive ranks, ``0-3, 7, 10-12``; at most ``limit`` runs, then a count."""
+    ranks = np.unique(np.asarray(ranks, dtype=np.int64))
+    if ranks.size == 0:
+        return "none"
+    breaks = np.flatnonzero(np.diff(ranks) != 1) + 1
+    starts, ends = ranks[np.r_[0, breaks]], ranks[np.r_[breaks - 1, ranks.size - 1]]
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in zip(starts[:limit].tolist(), ends[:limit].tolist())]
+    more = f", ... ({starts.size - limit} more runs of ranks)" if starts.size > limit else ""
+    return ", ".join(parts) + more
+
+
+def rank_totals(ds: xr.Dataset, run: str, metric: str, rank_range: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Ranks of ``run`` in ``rank_range`` that exist, and each one's total of ``metric`` over all functions."""
+    values = ds["profile"].sel(run=run, metric=metric).transpose("rank", "function").values
+    ranks = ds["rank"].values
+    keep = ~np.isnan(values).all(axis=1) & (ranks >= rank_range[0]) & (ranks <= rank_range[1])
+    return ranks[keep], np.nansum(values[keep], axis=1)
+
+
+def node_ranks(ds: xr.Dataset, run: str) -> dict[int, np.ndarray]:
+    """Existing ranks of ``run`` per node (``rank // ppn``); empty when the run's ``ppn`` is unknown."""
+    if "ppn" not in ds.coords:
+        return {}
+    nodes = node_of(ds.sel(run=[run])).isel(run=0).values
+    exists = ds["profile"].sel(run=run).notnull().any(("function", "metric")).transpose("rank").values
+    ranks, nodes = ds["rank"].values[exists], nodes[exists]
+    known = nodes >= 0
+    return {int(n): ranks[known][nodes[known] == n] for n in np.unique(nodes[known])}
+
+
+def selection_pane(ds: xr.Dataset, state: RankState) -> tuple[hv.DynamicMap, hv.DynamicMap]:
+    """Markers of each rank's total (box/lasso selectable) and of the selected ranks, following ``state``.
+
+    Returns the two DynamicMaps, to overlay on the per-rank bands; a box or lasso on the first sets
+    ``state.selected`` (its ``Selection1D`` stream lives as long as the DynamicMap).
+    """
+    shown: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
+
+    def unit_label(metric: str) -> hv.Dimension:
+        unit = str(ds["units"].sel(metric=metric).item())
+        return hv.Dimension("value", label=f"{metric} [{unit}]" if unit not in ("", "1") else metric)
+
+    def totals(run: str, metric: str, ranks: tuple[int, int]) -> hv.Scatter:
+        x, y = rank_totals(ds, run, metric, ranks)
+        shown[0] = x
+        return hv.Scatter((x, y), "rank", unit_label(metric), label="rank total").opts(
+            color="black", size=3, alpha=0.6, selection_alpha=0.6, nonselection_alpha=0.6, selection_color="black",
+            tools=["box_select", "lasso_select"], active_tools=["box_select"], framewise=True)
+
+    def chosen(run: str, metric: str, ranks: tuple[int, int], selected: list[int] | None) -> hv.Scatter:
+        x, y = rank_totals(ds, run, metric, ranks)
+        keep = np.isin(x, selected) if selected is not None else np.zeros(x.size, dtype=bool)
+        return hv.Scatter((x[keep], y[keep]), "rank", unit_label(metric), label="selected").opts(
+            color=SELECTED_COLOUR, size=7, line_color="white", framewise=True)
+
+    base = hv.DynamicMap(totals, streams=[hv.streams.Params(state, ["run", "metric", "ranks"])])
+    marks = hv.DynamicMap(chosen, streams=[hv.streams.Params(state, ["run", "metric", "ranks", "selected"])])
+    stream = hv.streams.Selection1D(source=base)
+
+    def on_select(index: list[int]) -> None:
+        ranks = shown[0]
+        index = np.asarray(index, dtype=np.int64)
+        index = index[(index >= 0) & (index < ranks.size)]
+        if index.size:
+            select(state, ranks[index], "box/lasso in the per-rank plot")
+
+    stream.add_subscriber(on_select)
+    return base, marks
+
+
+def select(state: RankState, ranks: Any, how: str) -> None:
+    """Set ``state``'s selection to ``ranks`` (any order, duplicates allowed), saying ``how`` it was made."""
+    state.param.update(selected=[int(r) for r in np.unique(np.asarray(ranks, dtype=np.int64))], selection_label=how)
+
+
+def selection_controls(ds: xr.Dataset, state: RankState) -> pn.Row:
+    """Node, slow-ranks, outliers and clear widgets and a line saying what is selected, wired to ``state``."""
+    status = pn.pane.Markdown(sizing_mode="stretch_width", margin=(5, 10))
+    node = pn.widgets.Select(label="node", width=WIDGET_WIDTH)
+    slow = pn.widgets.Button(label="slow ranks", color="default", align="end",
+                             description=f"ranks whose compute time exceeds the run's mean by more than "
+                                         f"{SLOW_EXCESS:.0%} (perfkit.analysis.imbalance.slow_ranks)")
+    outliers = pn.widgets.Button(label="outliers", color="default", align="end",
+                                 description=f"ranks whose compute time has a robust z-score above {Z_OUTLIER} "
+                                             "(perfkit.analysis.imbalance.outlier_ranks)")
+    clear = pn.widgets.Button(label="clear selection", color="warning", align="end")
+    nodes: dict[str, np.ndarray] = {}
+    syncing: list[bool] = []
+    notes: list[str] = []
+
+    def show_nodes(run: str) -> None:
+        nodes.clear()
+        nodes.update({f"node {n}: ranks {describe_ranks(r)}": r for n, r in node_ranks(ds, run).items()})
+        syncing.append(True)
+        try:
+            if nodes:
+                node.param.update(options=[NO_NODE, *nodes], value=NO_NODE, disabled=False,
+                                  description="select the ranks of one node (rank // ppn)")
+            else:
+                node.param.update(options=[NO_NODE], value=NO_NODE, disabled=True,
+                                  description=f"node of a rank unknown: run {run} has no ppn "
+                                              "(processes per node, see docs/contract.md)")
+        finally:
+            syncing.pop()
+
+    def show_status(*_: Any) -> None:
+        note = f" ({notes.pop()})" if notes else ""
+        if state.selected is None:
+            status.object = f"**selection**: none, every rank in the range{note}"
+        else:
+            lo, hi = state.ranks
+            inside = sum(lo <= r <= hi for r in state.selected)
+            outside = f", {inside} in the rank range" if inside != len(state.selected) else ""
+            status.object = (f"**selection** ({state.selection_label}): {len(state.selected)} "
+                             f"rank{'s' * (len(state.selected) != 1)}{outside}: {describe_ranks(state.selected)}{note}")
+        clear.disabled = state.selected is None
+        if state.selected is None or not state.selection_label.startswith("node"):
+            syncing.append(True)
+            try:
+                node.value = NO_NODE
+            finally:
+                syncing.pop()
+
+    def on_node(event: param.parameterized.Event) -> None:
+        if syncing:
+            return
+        if event.new in nodes:
+            select(state, nodes[event.new], event.new.split(":")[0])
+        else:
+            state.param.update(selected=None, selection_label="")
+
+    def on_slow(_: Any) -> None:
+        table = slow_ranks(ds, state.run, threshold=SLOW_EXCESS)
+        if len(table):
+            select(state, table["rank"], f"slow ranks: compute > mean + {SLOW_EXCESS:.0%}")
+        else:
+            notes.append(f"no rank of {state.run} computes more than the mean + {SLOW_EXCESS:.0%}")
+            show_status()
+
+    def on_outliers(_: Any) -> None:
+        table = outlier_ranks(ds.sel(run=[state.run]))
+        if len(table):
+            select(state, table["rank"], f"outliers: compute robust z > {Z_OUTLIER}")
+        else:
+            notes.append(f"no compute outlier in {state.run} (robust z > {Z_OUTLIER})")
+            show_status()
+
+    node.param.watch(on_node, "value")
+    slow.on_click(on_slow)
+    outliers.on_click(on_outliers)
+    clear.on_click(lambda _: state.param.update(selected=None, selection_label=""))
+    state.param.watch(lambda e: show_nodes(e.new), "run")
+    state.param.watch(show_status, ["selected", "selection_label", "ranks"])
+    show_nodes(state.run)
+    show_status()
+    return pn.Row(node, slow, outliers, clear, status, sizing_mode="stretch_width")

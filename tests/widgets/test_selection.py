@@ -1,0 +1,160 @@
+"""Rank selection in perfkit.explore without a browser: how ranks are selected, and every tab following it."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import panel as pn
+import pytest
+import xarray as xr
+
+import perfkit
+from perfkit.widgets.explorer import explore
+from perfkit.widgets.selection import describe_ranks, view_ranks
+from tests.helpers import ROOT, small_run
+
+hv.extension("bokeh")
+
+
+@pytest.fixture(scope="module")
+def series() -> xr.Dataset:
+    return perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("48", "96")])
+
+
+def widget(layout: pn.Column, kind: type, name: str):
+    return next(w for w in layout.select(kind) if getattr(w, "label", None) == name or getattr(w, "name", None) == name)
+
+
+def box(layout: pn.Column, index: list[int]) -> None:
+    """What a box or lasso over the rank-total markers sends: the indices of the markers inside it."""
+    maps, streams = [layout.select(pn.pane.HoloViews)[0].object], []
+    while maps:
+        dmap = maps.pop()
+        maps += [m for m in dmap.callback.inputs if isinstance(m, hv.DynamicMap)]
+        streams += [s for s in hv.streams.Stream.registry.get(dmap, []) if isinstance(s, hv.streams.Selection1D)]
+    (stream,) = streams
+    stream.event(index=index)
+
+
+def status(layout: pn.Column) -> str:
+    return next(str(m.object) for m in layout.select(pn.pane.Markdown) if "**selection**" in str(m.object))
+
+
+def show(layout: pn.Column, tab: str) -> pn.viewable.Viewable:
+    tabs = layout.select(pn.Tabs)[0]
+    tabs.active = list(tabs._names).index(tab)
+    return tabs[tabs.active]
+
+
+def compute_time(ds: xr.Dataset, run: str) -> pd.Series:
+    """Compute time [s] per existing rank, straight from the cube."""
+    return ds["profile"].sel(run=run, metric="time", function="Compute").to_series().dropna()
+
+
+def test_describe_and_view_ranks():
+    assert describe_ranks([7, 0, 1, 2, 3, 10, 11, 12, 3]) == "0-3, 7, 10-12"
+    assert describe_ranks([]) == "none"
+    assert describe_ranks(np.arange(0, 40, 2), limit=2) == "0, 2, ... (18 more runs of ranks)"
+    ranks = np.arange(10)
+    assert view_ranks(ranks, (0, 9), None) is None
+    assert view_ranks(ranks, (0, 4), None, run_bounds=(0, 4)) is None
+    assert view_ranks(ranks, (2, 5), None).tolist() == [2, 3, 4, 5]
+    assert view_ranks(ranks, (2, 5), [1, 3, 5, 8]).tolist() == [3, 5]
+
+
+def test_box_in_the_per_rank_plot_filters_findings_traffic_and_pop(series):
+    layout = explore(series, run="96/slt")
+    layout.get_root()
+    state_line = status(layout)
+    assert "none" in state_line
+    box(layout, [10, 11, 12, 40])  # markers are every existing rank in order: index = rank here
+    assert "4 ranks: 10-12, 40" in status(layout) and "box" in status(layout)
+
+    findings = show(layout, "findings")
+    frames = [p.object for p in findings.select(pn.pane.DataFrame)]
+    table = frames[1].set_index("function")
+    compute = compute_time(series, "96/slt")
+    assert table.loc["Compute", "max"] == pytest.approx(compute.loc[[10, 11, 12, 40]].max())
+    assert table.loc["Compute", "rank_of_max"] == compute.loc[[10, 11, 12, 40]].idxmax()
+    assert table.loc["Compute", "max"] < compute.max()  # the run's slowest rank is not in the box
+
+    image = show(layout, "traffic").select(pn.pane.HoloViews)[0].object
+    matrix = series["traffic"].sel(run="96/slt", quantity="bytes").data
+    dense = np.nan_to_num(matrix.todense() if hasattr(matrix, "todense") else np.asarray(matrix))
+    picked = [10, 11, 12, 40]
+    assert np.nansum(image.dimension_values(2)) == pytest.approx(dense[np.ix_(picked, picked)].sum())
+    assert image.range("sender") == (9.5, 40.5)
+    assert "between the 4 selected ranks" in image.opts.get().kwargs["title"]
+
+    html = show(layout, "efficiency").select(pn.pane.HTML)[0].object
+    assert "96/slt [4 ranks]" in html
+    part = perfkit.pop_metrics(series.drop_vars("traffic").sel(run=["96/slt"], rank=picked))
+    assert f"{float(part['load_balance'].squeeze()):.2f}" in html
+
+
+def test_slow_ranks_outliers_node_and_clear(series):
+    layout = explore(series)
+    layout.get_root()
+    compute = compute_time(series, "48/slt")
+    widget(layout, pn.widgets.Button, "slow ranks").clicks += 1
+    slow = compute.index[compute > 1.10 * compute.mean()].tolist()
+    assert slow and f"{len(slow)} ranks: {describe_ranks(slow)}" in status(layout)
+
+    widget(layout, pn.widgets.Button, "outliers").clicks += 1
+    z = 0.6745 * (compute - compute.median()) / (compute - compute.median()).abs().median()
+    if (z > 3.5).any():
+        assert describe_ranks(compute.index[z > 3.5]) in status(layout)
+    else:
+        assert "no compute outlier in 48/slt" in status(layout) and describe_ranks(slow) in status(layout)
+
+    node = widget(layout, pn.widgets.Select, "node")
+    assert not node.disabled
+    node.value = next(o for o in node.options if o.startswith("node 1:"))
+    assert "(node 1): 24 ranks: 24-47" in status(layout)  # ppn 24
+    findings = show(layout, "findings").select(pn.pane.Markdown)[0].object
+    assert "24 ranks in view (24-47)" in findings
+
+    widget(layout, pn.widgets.Button, "clear selection").clicks += 1
+    assert "none" in status(layout) and node.value == "(no node)"
+    assert "every rank" in show(layout, "findings").select(pn.pane.Markdown)[0].object
+
+
+def test_a_run_change_clears_the_selection_and_the_range_narrows_it(series):
+    layout = explore(series)
+    layout.get_root()
+    box(layout, list(range(5, 30)))
+    widget(layout, pn.widgets.IntRangeSlider, "ranks").value = (0, 9)
+    assert "25 ranks, 5 in the rank range" in status(layout)
+    assert "5 ranks in view (5-9)" in show(layout, "findings").select(pn.pane.Markdown)[0].object
+    widget(layout, pn.widgets.Select, "run").value = "96/slt"
+    assert "none" in status(layout)
+    assert "every rank" in show(layout, "findings").select(pn.pane.Markdown)[0].object
+
+
+def test_the_selected_ranks_are_marked_in_the_per_rank_plot(series):
+    layout = explore(series)
+    layout.get_root()
+    plot = layout.select(pn.pane.HoloViews)[0].object
+    box(layout, [3, 4])
+    totals = series["profile"].sel(run="48/slt", metric="time").sum("function")
+    marked = plot[()].Scatter.Selected
+    assert marked.dimension_values("rank").tolist() == [3, 4]
+    assert marked.dimension_values(1) == pytest.approx(totals.sel(rank=[3, 4]).values)
+    box(layout, [])  # an empty box keeps the selection
+    assert "2 ranks: 3-4" in status(layout)
+
+
+def test_node_filter_disabled_when_ppn_is_unknown():
+    ds = small_run("a", 6, seed=4, traffic=False)
+    layout = explore(ds)
+    node = widget(layout, pn.widgets.Select, "node")
+    assert node.disabled and "no ppn" in node.description
+
+
+def test_tables_are_left_aligned_and_tabs_show_a_loading_indicator(series):
+    layout = explore(series)
+    layout.get_root()
+    tables = show(layout, "findings").select(pn.pane.DataFrame)
+    assert tables and all(t.text_align == "start" and t.justify == "left" for t in tables)
+    assert all(p.loading_indicator for p in layout.select(pn.param.ParamFunction))
