@@ -42,6 +42,19 @@ TRAFFIC_UNITS = {"bytes": "B", "count": "1", "time": "s"}
 SIZE_STATS = ("count", "time")
 #: Above this many elements, combined traffic is kept as a sparse array (absent runs read as 0).
 DENSE_TRAFFIC_LIMIT = 2**25
+#: One run's traffic is dense when its dense array is at most this size [B] (about 418 ranks)...
+DENSE_TRAFFIC_BYTES = 1 << 22
+
+
+def dense_traffic(nranks: int, nonzeros: int) -> bool:
+    """Whether one run's (sender, receiver, quantity) traffic with ``nonzeros`` stored values is kept dense.
+
+    Dense [8 B an element] when that is at most ``DENSE_TRAFFIC_BYTES`` or no larger than the
+    ``sparse.COO`` [32 B a non-zero: three int64 coordinates and a float64], i.e. when at least a
+    quarter of the elements are non-zero; by the non-zeros, whatever the rank count.
+    """
+    dense_bytes = 8 * nranks * nranks * len(TRAFFIC_QUANTITIES)
+    return dense_bytes <= max(DENSE_TRAFFIC_BYTES, 32 * nonzeros)
 
 #: What a function's time is: the ``kind`` coordinate vocabulary.
 KINDS = ("compute", "transfer", "wait_late_sender", "wait_collective", "io", "other")

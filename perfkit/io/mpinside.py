@@ -3,6 +3,9 @@
 The layout understood here is documented, with every assumption marked, in
 ``docs/formats/mpinside.md``. In short: a run is one text file of blocks, each opened by a
 ``>>>> Title <<<<`` line; a block's first line names its columns.
+
+The file is read block by block (one block's bytes in memory at a time) and line numbers are
+counted only when a message needs one.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from io import BytesIO
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -22,13 +26,14 @@ import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.mpinside_names import column_function
-from perfkit.model import SIZE_STATS, TRAFFIC_QUANTITIES, make_run
+from perfkit.model import SIZE_STATS, TRAFFIC_QUANTITIES, dense_traffic, make_run
 from perfkit.options import too_big
 
 PLACEHOLDER = b"-----"
 #: Ranks, and rank indices of matrices, are below this (MPI ranks are C ints).
 MAX_RANK = 2**31
-_HEADER = re.compile(rb"^[ \t]*>{3,}[ \t]*(.*?)[ \t]*<{3,}[ \t]*\r?$", re.M)
+#: Bytes read at a time while looking for table headers.
+CHUNK = 1 << 22
 _SNIFF = re.compile(rb"(?m)^[ \t]*>{3,}[ \t]*(Communication\s+time\s+totals|Bytes\s+sent|Calls\s+sending\s+data|"
                     rb"Bytes\s+received|Calls\s+receiving\s+data|Rank\s+\d+\s+Sizes?\s+distribution)", re.I)
 _RANK_TABLES = {
@@ -46,18 +51,55 @@ _TEXT_BYTES = bytes(range(32, 127)) + b" \t\r\n\v\f"
 _COLUMN = re.compile(r"^\w+$", re.ASCII)
 
 
+def line_at(path: Path, offset: int) -> int:
+    """1-based number of the file line holding byte ``offset`` (reads the file up to it; messages only)."""
+    count = 0
+    with open(path, "rb") as fh:
+        while offset > 0:
+            chunk = fh.read(min(CHUNK, offset))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            offset -= len(chunk)
+    return count + 1
+
+
+@dataclass
+class Lines:
+    """The file lines from byte ``offset`` (a line start) on, numbered only when a message needs it."""
+
+    path: Path
+    offset: int
+
+    @cached_property
+    def first(self) -> int:
+        return line_at(self.path, self.offset)
+
+    def __call__(self, k: int = 0) -> int:
+        """File line number of the ``k``-th line after ``offset`` (0: the line at ``offset``)."""
+        return self.first + k
+
+
 @dataclass
 class Block:
-    """One ``>>>> title <<<<`` block: its title, body bytes and the file line of its header."""
+    """One ``>>>> title <<<<`` block of an open file: its title and the file offsets of its header and body."""
 
     title: str
-    body: bytes
-    line: int
+    path: Path
+    fh: BinaryIO
+    header_offset: int
+    body_offset: int
+    end: int | None  # offset of the next header line (None: the end of the file)
 
     @property
-    def body_line(self) -> int:
-        """File line number of the first body line."""
-        return self.line + 1
+    def line(self) -> int:
+        """File line number of the header line (counted when asked)."""
+        return line_at(self.path, self.header_offset)
+
+    def read(self, start: int) -> bytes:
+        """The block's bytes from file offset ``start`` to its end."""
+        self.fh.seek(start)
+        return self.fh.read(self.end - start if self.end is not None else -1)
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -65,30 +107,57 @@ def sniff(path: Path, head: bytes) -> bool:
     return bool(_SNIFF.search(head))
 
 
-def iter_blocks(path: Path, data: bytes) -> Iterator[Block]:
-    """Split the file into blocks; text before the first header must be blank or ``#`` comments."""
-    start, line = _skip_preamble(path, data)
-    headers = _iter_headers(data, start)
-    match = next(headers, None)
-    while match is not None:
-        following = next(headers, None)
-        end = following.start() if following is not None else len(data)
-        body = data[match.end() + 1:end] if match.end() < end else b""
-        yield Block(match.group(1).decode("ascii", "replace").strip(), body, line)
-        line += 1 + body.count(b"\n")
-        match = following
+def header_title(line: bytes) -> str | None:
+    """The title of a ``>>>> title <<<<`` line (spaces or tabs around, one trailing CR), else None.
+
+    Plain byte operations, linear in the line's length whatever it holds.
+    """
+    text = line[:-1] if line.endswith(b"\r") else line
+    text = text.strip(b" \t")
+    if not (text.startswith(b">>>") and text.endswith(b"<<<")):
+        return None
+    return text.lstrip(b">").rstrip(b"<").strip(b" \t").decode("ascii", "replace").strip()
 
 
-def _iter_headers(data: bytes, start: int) -> Iterator[re.Match[bytes]]:
-    """Header lines from ``start`` on, found by searching for ``>>>`` (much faster than a regex scan)."""
-    pos = start
-    while (pos := data.find(b">>>", pos)) >= 0:
-        line_start = data.rfind(b"\n", 0, pos) + 1
-        if not data[line_start:pos].strip(b" \t") and (match := _HEADER.match(data, line_start)):
-            yield match
-            pos = match.end()
-        else:
-            pos += 3
+def iter_blocks(path: Path, fh: BinaryIO, start: int) -> Iterator[Block]:
+    """The blocks of an open file from byte ``start`` (its first header line) on, one at a time."""
+    headers = _find_headers(fh, start)
+    for k, (line_start, body_start, title) in enumerate(headers):
+        end = headers[k + 1][0] if k + 1 < len(headers) else None
+        yield Block(title, path, fh, line_start, body_start, end)
+
+
+def _find_headers(fh: BinaryIO, start: int) -> list[tuple[int, int, str]]:
+    """(offset of the line, offset after it, title) of every header line from ``start`` on.
+
+    Reads ``CHUNK`` bytes at a time into one reused buffer (grown only for a longer line).
+    """
+    found: list[tuple[int, int, str]] = []
+    buf = bytearray(CHUNK)
+    base, filled, pos = start, 0, 0  # file offset of buf[0]; bytes held; where the search resumes
+    fh.seek(start)
+    while True:
+        if filled == len(buf):
+            buf.extend(bytes(len(buf)))
+        with memoryview(buf) as view:
+            got = fh.readinto(view[filled:])
+        filled += got
+        final = got == 0
+        limit = filled if final else buf.rfind(b"\n", 0, filled) + 1  # complete lines only, until the end
+        while (hit := buf.find(b">>>", pos, limit)) >= 0:
+            line_start = buf.rfind(b"\n", 0, hit) + 1
+            line_end = buf.find(b"\n", hit, limit)
+            line_end = limit if line_end < 0 else line_end
+            title = header_title(bytes(buf[line_start:line_end])) if not buf[line_start:hit].strip(b" \t") else None
+            if title is not None:
+                found.append((base + line_start, base + line_end + 1, title))
+            pos = line_end + 1
+        if final:
+            return found
+        pos = max(pos, limit)
+        if pos:  # keep the incomplete last line at the front of the buffer
+            buf[: filled - pos] = buf[pos:filled]
+            base, filled, pos = base + pos, filled - pos, 0
 
 
 def _skip_preamble(path: Path, data: bytes) -> tuple[int, int]:
@@ -99,7 +168,7 @@ def _skip_preamble(path: Path, data: bytes) -> tuple[int, int]:
         end = len(data) if nl < 0 else nl
         raw = data[pos:min(end, pos + 65536)]
         text = raw.strip()
-        if _HEADER.match(raw):
+        if header_title(raw) is not None:
             return pos, number
         if text and not text.startswith(b"#"):
             what = "binary data" if not _is_text(text[:4096]) else repr(text[:40].decode("latin-1"))
@@ -112,50 +181,76 @@ def _is_text(raw: bytes) -> bool:
     return not raw.translate(None, _TEXT_BYTES)
 
 
-def _split_header(block: Block, path: Path) -> tuple[list[str], bytes, int]:
-    """Column names, the remaining body and the file line of the first data row."""
-    body = block.body
-    offset = 0
-    while True:
-        nl = body.find(b"\n", offset)
-        line = body[offset: nl if nl >= 0 else len(body)]
-        if line.strip() or nl < 0:
+def _split_header(block: Block, path: Path) -> tuple[list[str], bytes, Lines]:
+    """Column names (the first non-blank line), the rows' bytes and the file lines from the first row on."""
+    pos = block.body_offset
+    block.fh.seek(pos)
+    while block.end is None or pos < block.end:
+        line = block.fh.readline() if block.end is None else block.fh.readline(block.end - pos)
+        if line.strip() or not line.endswith(b"\n"):
             break
-        offset = nl + 1
-    skipped = body[:offset].count(b"\n")
+        pos += len(line)
+    else:
+        line = b""
     columns = line.decode("ascii", "replace").split()
     if not columns:
-        raise PerfkitFormatError(path, block.body_line + skipped,
-                                 f"table '{block.title}' has no column header line")
-    rest = body[nl + 1:] if nl >= 0 else b""
-    return columns, rest, block.body_line + skipped + 1
+        raise PerfkitFormatError(path, line_at(path, pos), f"table '{block.title}' has no column header line")
+    pos += len(line)
+    return columns, block.read(pos), Lines(path, pos)
 
 
-def parse_numbers(raw: bytes, ncols: int, path: Path, first_line: int, what: str) -> np.ndarray:
-    """Parse a whitespace table of ``ncols`` numbers per line (``-----`` -> NaN) strictly."""
-    if not raw.strip():
-        raise PerfkitFormatError(path, first_line, f"{what}: expected rows of {ncols} columns, found none")
-    if raw.translate(None, _TEXT_BYTES):
-        row = _first_binary_line(raw)
-        raise PerfkitFormatError(path, first_line + row, f"{what}: binary data where numbers were expected")
-    try:
-        values = pd.read_csv(BytesIO(raw), sep=r"\s+", header=None, engine="c", dtype=np.float64,
-                             na_values=[PLACEHOLDER.decode()], keep_default_na=False).to_numpy()
-    except ValueError:  # a row with a different field count, or text where a number belongs
-        _raise_on_bad_row(raw, ncols, path, first_line, what)
-        row, token = _first_bad_token(raw)
-        raise PerfkitFormatError(path, first_line + row,
-                                 f"{what}: expected a number or '-----', found {token!r}") from None
-    # pandas pads short rows with NaN: more NaN than placeholders means a row lacks fields
-    if values.shape[1] != ncols or np.count_nonzero(np.isnan(values)) != raw.count(PLACEHOLDER):
-        _raise_on_bad_row(raw, ncols, path, first_line, what)
-        row, token = _first_bad_token(raw)
-        raise PerfkitFormatError(path, first_line + row, f"{what}: expected a number or '-----', found {token!r}")
-    _check_values(values, raw, path, first_line, what)
+def parse_numbers(raw: bytes, ncols: int, lines: Lines, what: str) -> np.ndarray:
+    """Parse a whitespace table of ``ncols`` numbers per line (``-----`` -> NaN) strictly.
+
+    A fast pass (single-space separators, column types inferred) is kept only when it provably
+    read what the strict pass would: ``ncols`` numeric columns and no NaN but the placeholders.
+    """
+    if not raw or raw.isspace():
+        raise PerfkitFormatError(lines.path, lines(), f"{what}: expected rows of {ncols} columns, found none")
+    values = _fast_numbers(raw, ncols)
+    if values is None:
+        values = _strict_numbers(raw, ncols, lines, what)
+    _check_values(values, raw, lines, what)
     return values
 
 
-def _check_values(values: np.ndarray, raw: bytes, path: Path, first_line: int, what: str) -> None:
+def _fast_numbers(raw: bytes, ncols: int) -> np.ndarray | None:
+    """The table read with ``sep=" "`` (pandas' quickest path), or None when that is not exact."""
+    try:
+        frame = pd.read_csv(BytesIO(raw), sep=" ", header=None, engine="c", na_values=[PLACEHOLDER.decode()],
+                            keep_default_na=False)
+    except (ValueError, OverflowError):
+        return None
+    if frame.shape[1] != ncols or any(dtype.kind not in "iuf" for dtype in frame.dtypes):
+        return None  # a doubled, leading or trailing space, a tab, text: the strict pass decides
+    values = frame.to_numpy(dtype=np.float64)
+    return values if _nan_are_placeholders(values, raw) else None
+
+
+def _nan_are_placeholders(values: np.ndarray, raw: bytes) -> bool:
+    """No NaN but from ``-----``: pandas pads a short row with NaN, which always reaches its last column."""
+    nan = np.isnan(values)
+    count = np.count_nonzero(nan)
+    if not count:
+        return True
+    if not nan[:, -1].any() and b"n" not in raw and b"N" not in raw:
+        return True
+    return count == raw.count(PLACEHOLDER)
+
+
+def _strict_numbers(raw: bytes, ncols: int, lines: Lines, what: str) -> np.ndarray:
+    """pandas with any whitespace as separator and float64 columns; on failure, the line that broke it."""
+    try:
+        values = pd.read_csv(BytesIO(raw), sep=r"\s+", header=None, engine="c", dtype=np.float64,
+                             na_values=[PLACEHOLDER.decode()], keep_default_na=False).to_numpy()
+    except ValueError:  # binary data, a row with a different field count, or text where a number belongs
+        values = None
+    if values is None or values.shape[1] != ncols or not _nan_are_placeholders(values, raw):
+        _raise_on_bad_row(raw, ncols, lines, what)
+    return values
+
+
+def _check_values(values: np.ndarray, raw: bytes, lines: Lines, what: str) -> None:
     """No table holds a negative or infinite number (times, bytes, calls, ranks, sizes): the line is named."""
     bad = np.isinf(values) | (values < 0)
     if not bad.any():
@@ -163,34 +258,39 @@ def _check_values(values: np.ndarray, raw: bytes, path: Path, first_line: int, w
     row = int(np.argmax(bad.any(axis=1)))
     col = int(np.argmax(bad[row]))
     why = "is negative" if values[row, col] < 0 else "is infinite (or beyond the float range)"
-    raise PerfkitFormatError(path, _row_line(raw, first_line, row),
+    raise PerfkitFormatError(lines.path, lines(_row_line(raw, row)),
                              f"{what}: column {col + 1} holds {values[row, col]!r}, which {why}; MPInside "
                              "measures no negative or infinite time, byte count or call count")
 
 
-def _row_line(raw: bytes, first_line: int, row: int) -> int:
-    """File line of the ``row``-th non-blank line of ``raw`` (error path only)."""
+def _row_line(raw: bytes, row: int) -> int:
+    """Line of ``raw`` (0-based) holding its ``row``-th non-blank line (error path only)."""
     seen = -1
     for number, text in enumerate(raw.splitlines()):
         seen += bool(text.strip())
         if seen == row:
-            return first_line + number
-    return first_line + row
+            return number
+    return row
 
 
-def _raise_on_bad_row(raw: bytes, ncols: int, path: Path, first_line: int, what: str) -> None:
-    """Find the first row whose field count differs from ``ncols`` (only called on bad input)."""
-    lines = raw.splitlines()
-    for row, line in enumerate(lines):
+def _raise_on_bad_row(raw: bytes, ncols: int, lines: Lines, what: str) -> None:
+    """Raise at the first line that is binary, has a field count other than ``ncols`` or a non-number."""
+    if raw.translate(None, _TEXT_BYTES):
+        row = next(k for k, line in enumerate(raw.splitlines()) if not _is_text(line))
+        raise PerfkitFormatError(lines.path, lines(row), f"{what}: binary data where numbers were expected")
+    rows = raw.splitlines()
+    for row, line in enumerate(rows):
         count = len(line.split())
         if count not in (0, ncols):
-            truncated = " (truncated table?)" if row == len(lines) - 1 else ""
-            raise PerfkitFormatError(path, first_line + row,
+            truncated = " (truncated table?)" if row == len(rows) - 1 else ""
+            raise PerfkitFormatError(lines.path, lines(row),
                                      f"{what}: expected {ncols} columns as in its header, found {count}{truncated}")
+    row, token = _first_bad_token(rows)
+    raise PerfkitFormatError(lines.path, lines(row), f"{what}: expected a number or '-----', found {token!r}")
 
 
-def _first_bad_token(raw: bytes) -> tuple[int, str]:
-    for row, line in enumerate(raw.splitlines()):
+def _first_bad_token(rows: list[bytes]) -> tuple[int, str]:
+    for row, line in enumerate(rows):
         for token in line.split():
             if token == PLACEHOLDER:
                 continue
@@ -202,18 +302,11 @@ def _first_bad_token(raw: bytes) -> tuple[int, str]:
     return 0, "?"
 
 
-def _first_binary_line(raw: bytes) -> int:
-    for row, line in enumerate(raw.splitlines()):
-        if not _is_text(line):
-            return row
-    return 0
-
-
-def _rank_column(values: np.ndarray, path: Path, first_line: int, what: str) -> np.ndarray:
+def _rank_column(values: np.ndarray, lines: Lines, raw: bytes, what: str) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values != np.round(values)) | (values >= MAX_RANK))
     if bad.size:
-        raise PerfkitFormatError(path, first_line + int(bad[0]), f"{what}: CPU must be a rank number in "
-                                                                 f"0..{MAX_RANK - 1}")
+        raise PerfkitFormatError(lines.path, lines(_row_line(raw, int(bad[0]))),
+                                 f"{what}: CPU must be a rank number in 0..{MAX_RANK - 1}")
     ranks = values.astype(np.int64)
     if ranks.size < 2 or np.all(ranks[1:] > ranks[:-1]):  # the usual case: increasing ranks
         return ranks
@@ -221,16 +314,16 @@ def _rank_column(values: np.ndarray, path: Path, first_line: int, what: str) -> 
     if np.any(counts > 1):
         dup = int(uniq[counts > 1][0])
         second = int(np.flatnonzero(ranks == dup)[1])
-        raise PerfkitFormatError(path, first_line + second, f"{what}: rank {dup} appears twice")
+        raise PerfkitFormatError(lines.path, lines(_row_line(raw, second)), f"{what}: rank {dup} appears twice")
     return ranks
 
 
-def _check_columns(columns: list[str], path: Path, line: int, title: str) -> None:
+def _check_columns(columns: list[str], lines: Lines, title: str) -> None:
     """Column names are function names: letters, digits and '_' (no control bytes or punctuation)."""
     odd = next((c for c in columns if not _COLUMN.match(c)), None)
     if odd is not None:
-        raise PerfkitFormatError(path, line, f"table '{title}': column name {odd!r} is not a function name "
-                                             "(letters, digits, '_')")
+        raise PerfkitFormatError(lines.path, lines(-1), f"table '{title}': column name {odd!r} is not a function "
+                                                        "name (letters, digits, '_')")
 
 
 @dataclass
@@ -241,21 +334,26 @@ class RankTable:
     columns: list[str]
     ranks: np.ndarray
     values: np.ndarray
-    line: int
+    block: Block
+
+    @property
+    def line(self) -> int:
+        """File line number of the table's header line."""
+        return self.block.line
 
 
 def _read_rank_table(block: Block, metric: str, path: Path) -> RankTable:
-    columns, rest, first = _split_header(block, path)
+    columns, rest, lines = _split_header(block, path)
     if columns[0].upper() != "CPU":
-        raise PerfkitFormatError(path, first - 1, f"table '{block.title}': expected first column 'CPU', "
+        raise PerfkitFormatError(path, lines(-1), f"table '{block.title}': expected first column 'CPU', "
                                                   f"found {columns[0]!r}")
-    _check_columns(columns, path, first - 1, block.title)
+    _check_columns(columns, lines, block.title)
     dups = {c for c in columns if columns.count(c) > 1}
     if dups:
-        raise PerfkitFormatError(path, first - 1, f"table '{block.title}': duplicated columns {sorted(dups)}")
-    values = parse_numbers(rest, len(columns), path, first, f"table '{block.title}'")
-    ranks = _rank_column(values[:, 0], path, first, f"table '{block.title}'")
-    return RankTable(metric, columns[1:], ranks, values[:, 1:], block.line)
+        raise PerfkitFormatError(path, lines(-1), f"table '{block.title}': duplicated columns {sorted(dups)}")
+    values = parse_numbers(rest, len(columns), lines, f"table '{block.title}'")
+    ranks = _rank_column(values[:, 0], lines, rest, f"table '{block.title}'")
+    return RankTable(metric, columns[1:], ranks, values[:, 1:], block)
 
 
 @dataclass
@@ -270,48 +368,64 @@ class SizeTable:
 
 
 def _read_size_table(block: Block, match: re.Match[str], path: Path) -> SizeTable:
-    columns, rest, first = _split_header(block, path)
+    columns, rest, lines = _split_header(block, path)
     if columns[0].lower() not in ("sizes", "size"):
-        raise PerfkitFormatError(path, first - 1, f"table '{block.title}': expected first column 'Sizes', "
+        raise PerfkitFormatError(path, lines(-1), f"table '{block.title}': expected first column 'Sizes', "
                                                   f"found {columns[0]!r}")
-    _check_columns(columns, path, first - 1, block.title)
-    values = parse_numbers(rest, len(columns), path, first, f"table '{block.title}'")
+    _check_columns(columns, lines, block.title)
+    values = parse_numbers(rest, len(columns), lines, f"table '{block.title}'")
     bins = values[:, 0]
     if np.unique(bins).size != bins.size:
-        raise PerfkitFormatError(path, first, f"table '{block.title}': a size bin appears twice")
+        raise PerfkitFormatError(path, lines(), f"table '{block.title}': a size bin appears twice")
     stat = "time" if match.group(3) else "count"
     return SizeTable(int(match.group(1)), stat, [column_function(c)[0] for c in columns[1:]], bins, values[:, 1:])
 
 
-def _read_matrix(block: Block, path: Path) -> tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(quantity, row index i, column index j, value, file line) of a TIME/SIZE/REQUEST(i,j) block."""
+@dataclass
+class Entries:
+    """The non-zero entries of a TIME/SIZE/REQUEST(i,j) matrix: ranks i, j, values, and where they are."""
+
+    i: np.ndarray
+    j: np.ndarray
+    values: np.ndarray
+    lines: Lines
+    rows: np.ndarray | None  # table row of each entry (None: entry k is row k)
+
+    def line(self, k: int) -> int:
+        """File line of entry ``k``."""
+        return self.lines(int(self.rows[k]) if self.rows is not None else k)
+
+
+def _read_matrix(block: Block, path: Path) -> tuple[str, Entries]:
+    """The quantity (TIME, SIZE, REQUEST) and the entries of a matrix block."""
     name = _MATRIX.match(block.title).group(1).upper()
-    columns, rest, first = _split_header(block, path)
+    columns, rest, lines = _split_header(block, path)
     what = f"matrix '{block.title}'"
     if [c.lower() for c in columns] == ["i", "j", "value"]:
-        if not rest.strip():
+        if not rest or rest.isspace():
             empty = np.zeros(0, dtype=np.int64)
-            return name, empty, empty, np.zeros(0), empty
-        values = parse_numbers(rest, 3, path, first, what)
-        i = _index_column(values[:, 0], path, first, what)
-        j = _index_column(values[:, 1], path, first, what)
-        return name, i, j, values[:, 2], first + np.arange(i.size)
+            return name, Entries(empty, empty, np.zeros(0), lines, None)
+        values = parse_numbers(rest, 3, lines, what)
+        i = _index_column(values[:, 0], lines, 0, what)
+        j = _index_column(values[:, 1], lines, 0, what)
+        return name, Entries(i, j, values[:, 2], lines, None)
     if columns[0].upper() != "CPU":
-        raise PerfkitFormatError(path, first - 1, f"{what}: expected a 'CPU 0 1 ...' or 'i j value' header")
-    cols = np.asarray(_index_column(np.asarray(columns[1:], dtype=object), path, first - 1, what))
-    values = parse_numbers(rest, len(columns), path, first, what)
-    rows = _rank_column(values[:, 0], path, first, what)
+        raise PerfkitFormatError(path, lines(-1), f"{what}: expected a 'CPU 0 1 ...' or 'i j value' header")
+    cols = np.asarray(_index_column(np.asarray(columns[1:], dtype=object), lines, -1, what))
+    values = parse_numbers(rest, len(columns), lines, what)
+    rows = _rank_column(values[:, 0], lines, rest, what)
     ii, jj = np.nonzero(values[:, 1:])
-    return name, rows[ii], cols[jj], values[:, 1:][ii, jj], first + ii
+    return name, Entries(rows[ii], cols[jj], values[:, 1:][ii, jj], lines, ii)
 
 
-def _index_column(values: np.ndarray, path: Path, line: int, what: str) -> np.ndarray:
+def _index_column(values: np.ndarray, lines: Lines, k: int, what: str) -> np.ndarray:
+    """Rank indices as int64; a bad one is reported on line ``lines(k)``."""
     try:
         as_float = np.asarray(values, dtype=np.float64)
     except ValueError:
-        raise PerfkitFormatError(path, line, f"{what}: rank indices must be integers") from None
+        raise PerfkitFormatError(lines.path, lines(k), f"{what}: rank indices must be integers") from None
     if np.any(~np.isfinite(as_float) | (as_float < 0) | (as_float != np.round(as_float)) | (as_float >= MAX_RANK)):
-        raise PerfkitFormatError(path, line, f"{what}: rank indices must be integers in 0..{MAX_RANK - 1}")
+        raise PerfkitFormatError(lines.path, lines(k), f"{what}: rank indices must be integers in 0..{MAX_RANK - 1}")
     return as_float.astype(np.int64)
 
 
@@ -324,25 +438,24 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
             raise PerfkitFormatError(path, None, "the file is empty")
         if b"\x00" in head:
             raise PerfkitFormatError(path, 1, "binary data, expected MPInside text tables")
-        _skip_preamble(path, head[: head.rfind(b"\n") + 1] or head)  # fail on junk before reading it all
+        preamble = head[: head.rfind(b"\n") + 1] or head
+        start, _ = _skip_preamble(path, preamble)  # fail on junk before reading it all
         refusal = too_big(2.0 * path.stat().st_size, "holding this MPInside file and its tables")
         if refusal:
             raise PerfkitFormatError(path, None, refusal)
-        fh.seek(0)
-        data = fh.read()
-    return _assemble(path, iter_blocks(path, data), {**_preamble_metadata(path, data), **run_metadata})
+        meta = {**_preamble_metadata(path, preamble[:start]), **run_metadata}
+        return _assemble(path, iter_blocks(path, fh, start), meta)
 
 
 _RUN_COMMENT = re.compile(rb"^[ \t]*#[ \t]*perfkit-run:[ \t]*(.*?)[ \t]*\r?$", re.M)
 
 
-def _preamble_metadata(path: Path, data: bytes) -> dict[str, Any]:
+def _preamble_metadata(path: Path, preamble: bytes) -> dict[str, Any]:
     """Run metadata from a ``# perfkit-run: {json}`` comment before the first table (``perfkit collect`` writes one)."""
-    start, _ = _skip_preamble(path, data[:65536])
-    match = _RUN_COMMENT.search(data, 0, start)
+    match = _RUN_COMMENT.search(preamble)
     if match is None:
         return {}
-    line = data.count(b"\n", 0, match.start()) + 1
+    line = preamble.count(b"\n", 0, match.start()) + 1
     try:
         meta = json.loads(match.group(1))
     except ValueError as exc:
@@ -355,7 +468,7 @@ def _preamble_metadata(path: Path, data: bytes) -> dict[str, Any]:
 def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.Dataset:
     tables: dict[str, RankTable] = {}
     sizes: list[SizeTable] = []
-    matrices: dict[str, tuple[np.ndarray, ...]] = {}
+    matrices: dict[str, Entries] = {}
     warnings: list[str] = []
     for block in blocks:
         title = " ".join(block.title.lower().split())
@@ -368,10 +481,10 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.D
         elif match := _SIZES.match(title):
             sizes.append(_read_size_table(block, match, path))
         elif _MATRIX.match(block.title):
-            name, i, j, v, lines = _read_matrix(block, path)
+            name, entries = _read_matrix(block, path)
             if name in matrices:
                 raise PerfkitFormatError(path, block.line, f"matrix {name}(i,j) appears twice")
-            matrices[name] = (i, j, v, lines)
+            matrices[name] = entries
         else:
             warnings.append(f"line {block.line}: skipped unknown block '{block.title}'")
     if "time" not in tables:
@@ -380,7 +493,7 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.D
 
 
 def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
-           matrices: dict[str, tuple[np.ndarray, ...]], warnings: list[str],
+           matrices: dict[str, Entries], warnings: list[str],
            meta: dict[str, Any]) -> xr.Dataset:
     ranks = tables["time"].ranks
     for table in tables.values():
@@ -406,17 +519,25 @@ def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
     names = list(functions)
     fidx = {f: k for k, f in enumerate(names)}
     metrics = list(_RANK_TABLES.values())  # without a "Number of calls" table, calls stay NaN
-    profile = np.full((ranks.size, len(names), len(metrics)), np.nan)
-    for table in tables.values():
+    # filled metric by metric, each table let go once copied: the tables and the profile are not both held
+    slabs = np.empty((len(metrics), ranks.size, len(names)))
+    for target, metric in zip(slabs, metrics):
+        table = tables.get(metric)
+        if table is None:
+            target.fill(np.nan)
+            continue
         cols = [fidx[column_function(c)[0]] for c in table.columns]
-        target = profile[:, :, metrics.index(table.metric)]
         if np.array_equal(table.ranks, ranks) and cols == list(range(len(cols))):
             target[:, : len(cols)] = table.values
+            target[:, len(cols):] = np.nan
         else:
+            target.fill(np.nan)
             target[np.ix_(pd.Index(ranks).get_indexer(table.ranks), cols)] = table.values
+        table.values = np.empty((0, len(cols)))
         missing_cols = table_functions - {column_function(c)[0] for c in table.columns}
-        if missing_cols and table.metric != "time":
-            warnings.append(f"line {table.line}: {table.metric} table lacks columns {sorted(missing_cols)[:5]}")
+        if missing_cols and metric != "time":
+            warnings.append(f"line {table.line}: {metric} table lacks columns {sorted(missing_cols)[:5]}")
+    profile = slabs.transpose(1, 2, 0)
     mode = _infer_mode([functions[f][1] for f in names], meta.get("mode"), path)
     time_totals = np.nansum(profile[:, :, 0], axis=1)
     run = {"format": "mpinside", "mode": mode, **{k: v for k, v in meta.items() if k != "mode"}}
@@ -453,8 +574,8 @@ def _infer_mode(kinds: list[str], given: str | None, path: Path) -> str:
     return given
 
 
-def _traffic(matrices: dict[str, tuple[np.ndarray, ...]], ranks: np.ndarray, path: Path,
-             warnings: list[str]) -> np.ndarray | None:
+def _traffic(matrices: dict[str, Entries], ranks: np.ndarray, path: Path, warnings: list[str]) -> Any:
+    """(sender, receiver, quantity) traffic, numpy or ``sparse.COO`` as ``perfkit.model.dense_traffic`` rules."""
     if not matrices:
         return None
     import sparse
@@ -462,12 +583,13 @@ def _traffic(matrices: dict[str, tuple[np.ndarray, ...]], ranks: np.ndarray, pat
     n = ranks.size
     index = pd.Index(ranks)  # rank -> position, without an array as long as the largest rank
     coords, data = [], []
-    for name, (i, j, v, lines) in matrices.items():
+    for name, entries in matrices.items():
+        i, j, v = entries.i, entries.j, entries.values
         pi, pj = index.get_indexer(i), index.get_indexer(j)
         if np.any(pi < 0) or np.any(pj < 0):
             k = int(np.argmax((pi < 0) | (pj < 0)))
-            raise PerfkitFormatError(path, int(lines[k]), f"matrix {name}(i,j): entry ({i[k]}, {j[k]}) names a rank "
-                                                          "that is not in the tables")
+            raise PerfkitFormatError(path, entries.line(k), f"matrix {name}(i,j): entry ({i[k]}, {j[k]}) names a "
+                                                            "rank that is not in the tables")
         # TIME(i,j) is the time i spent receiving from j: sender j -> receiver i.
         sender, receiver = (pj, pi) if name == "TIME" else (pi, pj)
         q = TRAFFIC_QUANTITIES.index(_MATRIX_QUANTITY[name])
@@ -476,7 +598,7 @@ def _traffic(matrices: dict[str, tuple[np.ndarray, ...]], ranks: np.ndarray, pat
     absent = [q for q, n_ in _MATRIX_QUANTITY.items() if q not in matrices]
     arr = sparse.COO(np.concatenate(coords, axis=1), np.concatenate(data), shape=(n, n, len(TRAFFIC_QUANTITIES)),
                      fill_value=0.0)
-    if n <= 4096:
+    if dense_traffic(n, arr.nnz):
         dense = arr.todense()
         for name in absent:
             dense[:, :, TRAFFIC_QUANTITIES.index(_MATRIX_QUANTITY[name])] = np.nan

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import perfkit
+from perfkit.io import mpinside
 from perfkit.io.mpinside_writer import write
 from perfkit.model import make_run, read_warnings
 
@@ -231,6 +232,42 @@ def test_binary_inside_a_table(tmp_path):
     with pytest.raises(perfkit.PerfkitFormatError, match="binary") as err:
         perfkit.open_profile(path, format="mpinside")
     assert err.value.line == 3
+
+
+def test_control_byte_inside_a_table(tmp_path):
+    path = tmp_path / "run.txt"
+    path.write_bytes(TABLES.encode().replace(b"2 12.5 0.1", b"2 12.5\x01 0.1"))
+    with pytest.raises(perfkit.PerfkitFormatError, match="binary") as err:
+        perfkit.open_profile(path, format="mpinside")
+    assert err.value.line == 5
+
+
+def test_short_row_among_placeholders_in_the_last_column(tmp_path):
+    """A short row is padded with NaN by pandas: it must not pass for a '-----'."""
+    text = TABLES.replace("0 ----- 0 0 800 0", "0 ----- 0 0 800 -----")
+    text = text.replace("1 ----- 0 0 0 0\n", "1 ----- 0 0 0\n", 1)
+    with pytest.raises(perfkit.PerfkitFormatError, match="expected 6 columns") as err:
+        perfkit.open_profile(write_text(tmp_path, text), format="mpinside")
+    assert err.value.line == 9
+
+
+@pytest.mark.parametrize("chunk", [5, 16, 61, 1 << 22])
+def test_tables_found_whatever_the_read_size(tmp_path, monkeypatch, chunk):
+    """Headers split across reads, blank lines and a CRLF header: same Dataset, same line numbers."""
+    crlf_header = "\n  >>>> Bytes sent <<<<\r\n\n"
+    text = '# perfkit-run: {"system": "x"}\n' + TABLES.replace(">>>> Bytes sent <<<<\n", crlf_header)
+    text += ">>>> Something new <<<<\nA B\n1 2\n>>>> SIZE(i,j) <<<<\ni j value\n0 1 8\n"
+    path = write_text(tmp_path, text)
+    expected = perfkit.open_profile(path, format="mpinside")
+    monkeypatch.setattr(mpinside, "CHUNK", chunk)
+    ds = perfkit.open_profile(path, format="mpinside")
+    xr.testing.assert_identical(ds, expected)
+    assert ds["system"].item() == "x"
+    assert any("Something new" in w and "line 29" in w for w in read_warnings(ds))
+    bad = write_text(tmp_path, text.replace("2 ----- 0 0 400 0", "2 ----- 0 0 400"), "bad.txt")
+    with pytest.raises(perfkit.PerfkitFormatError, match="expected 6 columns") as err:
+        perfkit.open_profile(bad, format="mpinside")
+    assert err.value.line == 23
 
 
 def test_matrix_naming_unknown_rank(tmp_path):
