@@ -210,8 +210,10 @@ def decision_text(result: PlacementResult) -> str:
     """What ``perfkit.place`` decided (kept block or not) and how long mapping took."""
     info = result.placed.info
     label = STRATEGY_LABELS.get(result.placed.strategy, result.placed.strategy)
-    parts = [f"{result.placed.nranks} ranks on {result.placed.topology.nodes} nodes x "
-             f"{result.placed.topology.cores} cores, {label}"]
+    topo = result.placed.topology
+    switches = f"{topo.switch_size} nodes per switch" if topo.switch_size else "one switch"
+    parts = [f"{result.placed.nranks} ranks on {topo.nodes} nodes x {topo.cores} cores "
+             f"({topo.sockets} socket{'s' * (topo.sockets > 1)}, {switches}), {label}"]
     if "wall_time_s" in info:
         parts.append(f"placed in {info['wall_time_s']:.3g} s")
     if info.get("kept_block"):

@@ -25,6 +25,10 @@ def number_input(page, label: str):
     return group.locator("input").first
 
 
+def shows(page, text: str) -> bool:
+    return page.locator(f"text={text} >> visible=true").count() == 1
+
+
 def table_text(page) -> str:
     return page.locator("table >> visible=true", has_text="inter-node bytes").first.inner_text()
 
@@ -45,7 +49,7 @@ def test_placement_tab_under_panel_serve(page, serve, artifacts, tmp_path):
     page.locator("text=inter-node bytes [B] >> visible=true").first.wait_for(timeout=MAP_TIMEOUT * 1000)
     first_table = table_text(page)
     assert "Scotch" in first_table and "vs block" in first_table, first_table
-    assert page.locator("text=96 ranks on 4 nodes x 24 cores, Scotch").count() == 1
+    assert shows(page, "96 ranks on 4 nodes x 24 cores (2 sockets, one switch), Scotch;")
     assert page.locator("text=Predicted elapsed time").count() == 1
     heatmaps = page.locator(".bk-Canvas >> visible=true")
     wait_until(lambda: heatmaps.count() >= 2, 30, "the two node x node heatmaps")
@@ -59,15 +63,15 @@ def test_placement_tab_under_panel_serve(page, serve, artifacts, tmp_path):
     cores.press("Enter")
     nodes.fill("8")
     nodes.press("Enter")
-    wait_until(lambda: page.locator("text=96 ranks on 8 nodes x 12 cores, Scotch").count() == 1, MAP_TIMEOUT,
+    wait_until(lambda: shows(page, "96 ranks on 8 nodes x 12 cores (2 sockets, one switch), Scotch;"), MAP_TIMEOUT,
                "the placement on 8 nodes x 12 cores")
     eight_nodes = wait_until(lambda: (text := table_text(page)) != first_table and text, 30, "a new cost table")
     after_8 = wait_for_new_picture(heatmaps.nth(1), before_after, 30, "the heatmap of 8 nodes")
 
     # strategy: round-robin
     page.locator(".bk-btn", has_text=re.compile("^round-robin$")).click()
-    wait_until(lambda: page.locator("text=96 ranks on 8 nodes x 12 cores, round-robin").count() == 1, MAP_TIMEOUT,
-               "the round-robin placement")
+    wait_until(lambda: shows(page, "96 ranks on 8 nodes x 12 cores (2 sockets, one switch), round-robin;"),
+               MAP_TIMEOUT, "the round-robin placement")
     assert "round-robin" in table_text(page) and table_text(page) != eight_nodes
     wait_for_new_picture(heatmaps.nth(1), after_8, 30, "the round-robin heatmap")
     page.screenshot(path=artifacts / "panel-serve-placement-round-robin.png", full_page=True)
