@@ -4,17 +4,28 @@
   MPInside mode side by side (``perfkit.plots.profile.stacked_ranks``, binned above 2,000 ranks);
 * ``rank_curve``: one group's per-rank values, rasterised with datashader above 2,000 ranks;
 * ``imbalance_bars``: an imbalance statistic per group;
-* ``findings_table``: the ``diagnose`` table;
-* ``whatif_bars``: mean per-rank breakdown before and after a what-if scenario.
+* ``findings_table``: the ``diagnose`` table, long text wrapped and left-aligned;
+* ``whatif_bars``: mean per-rank breakdown before and after a what-if scenario, and its change.
+
+Groups keep their colours everywhere (:mod:`perfkit.plots.palette`); plots fill their container's width.
 """
 
 from __future__ import annotations
 
+import html
+
 import holoviews as hv
 import pandas as pd
 import xarray as xr
+from pandas.io.formats.style import Styler
 
+from perfkit.plots.palette import KIND_COLOURS, colours
 from perfkit.plots.profile import MAX_POINTS, stacked_ranks
+
+#: Plots fill the width of their container; heights in px.
+SIZE = {"responsive": True, "min_width": 400}
+#: Severity colours of the findings table (background of the severity cell).
+SEVERITY = {"high": "#ff9b9b", "medium": "#ffd27f", "low": "#e6e6e6", "info": "#ffffff"}
 
 LABELS = {"imbalance_time": "max - mean [s]", "load_balance": "load balance (mean/max)",
           "percent_imbalance": "(max - mean)/max [%]", "max_over_mean": "max / mean"}
@@ -32,13 +43,13 @@ def rank_curve(values: xr.DataArray, *, label: str = "compute [s]", max_points: 
     """Per-rank values of one run (dims: rank) as a curve; rasterised above ``max_points`` ranks."""
     values = values.dropna("rank")
     curve = hv.Curve((values["rank"].values, values.values), "rank", label).opts(
-        width=800, height=250, tools=["hover"], show_grid=True)
+        color=KIND_COLOURS["compute"], height=250, tools=["hover"], show_grid=True, **SIZE)
     if values.sizes["rank"] <= max_points:
         return curve
     from holoviews.operation.datashader import rasterize
 
     return rasterize(curve, line_width=1, width=800, height=250).opts(cmap="Blues", cnorm="eq_hist",
-                                                                      width=800, height=250, colorbar=False)
+                                                                      height=250, colorbar=False, **SIZE)
 
 
 def imbalance_bars(stats: xr.Dataset, run: str, *, stat: str = "imbalance_time") -> hv.Bars:
@@ -47,20 +58,55 @@ def imbalance_bars(stats: xr.Dataset, run: str, *, stat: str = "imbalance_time")
     group = one.dims[0]
     frame = one.to_series().dropna().sort_values(ascending=False).reset_index()
     return hv.Bars(frame, group, hv.Dimension(stat, label=LABELS.get(stat, stat))).opts(
-        width=700, height=300, xrotation=45, tools=["hover"], title=f"{run}: {LABELS.get(stat, stat)}")
+        color=group, cmap=colours(frame[group]), show_legend=False, height=300, xrotation=45, tools=["hover"],
+        title=f"{run}: {LABELS.get(stat, stat)}", show_grid=True, **SIZE)
 
 
-def findings_table(findings: pd.DataFrame) -> hv.Table:
-    """The findings of ``diagnose`` as a table (seconds at stake rounded to ms)."""
-    shown = findings.assign(seconds=findings["seconds"].round(3), share=(100 * findings["share"]).round(1))
-    return hv.Table(shown[["run", "severity", "seconds", "share", "title", "text"]]).opts(width=1000, height=320)
+def findings_table(findings: pd.DataFrame) -> Styler:
+    """The findings of ``diagnose`` as an HTML table: seconds at stake [s] (ms), share of the run [%],
+    severity coloured, title and text wrapped and left-aligned."""
+    shown = pd.DataFrame({
+        "run": findings["run"].astype(str), "severity": findings["severity"].astype(str),
+        "seconds": findings["seconds"].map(lambda v: f"{v:.3f}"),
+        "share [%]": (100 * findings["share"]).map(lambda v: f"{v:.1f}"),
+        "title": findings["title"].map(html.escape), "text": findings["text"].map(html.escape)})
+    return (shown.style.hide(axis="index")
+            .map(lambda v: f"background-color: {SEVERITY.get(v, '#ffffff')}", subset=["severity"])
+            .set_properties(**{"text-align": "right"}, subset=["seconds", "share [%]"])
+            .set_properties(**{"text-align": "left", "white-space": "normal"},
+                            subset=["run", "severity", "title", "text"])
+            .set_properties(**{"min-width": "14em", "max-width": "24em"}, subset=["title"])
+            .set_properties(**{"min-width": "24em", "max-width": "60em"}, subset=["text"])
+            .set_table_styles([{"selector": "td", "props": "vertical-align: top; padding: 3px 8px"},
+                               {"selector": "th", "props": "text-align: left; padding: 3px 8px"}], overwrite=False))
 
 
-def whatif_bars(result: xr.Dataset) -> hv.Bars:
-    """Mean per-rank time by kind before and after a scenario, per run (``result`` from ``whatif``)."""
+def whatif_bars(result: xr.Dataset) -> hv.Layout:
+    """What a scenario changes, per run (``result`` from ``whatif``): the mean per-rank time by kind
+    before and after, stacked [s], and the change of each kind [s] (after - before) on its own scale,
+    so that a small change is visible. The title gives the elapsed time before and after and the speedup."""
     both = xr.concat([result["before"], result["after"]], dim=pd.Index(["before", "after"], name="case"))
     frame = both.mean("rank").to_series().rename("seconds").reset_index()
     frame = frame[frame["seconds"] > 0].assign(case=lambda f: f["run"].astype(str) + " " + f["case"])
-    title = f"what if: {result.attrs.get('scenario', '')}"
-    return hv.Bars(frame, ["case", "kind"], "seconds").opts(
-        stacked=True, width=800, height=340, tools=["hover"], title=title, xrotation=45, ylabel="mean per rank [s]")
+    change = (result["after"] - result["before"]).mean("rank").to_series().rename("change").reset_index()
+    change = change[change["kind"].isin(frame["kind"])]
+    tints = colours(frame["kind"].unique())
+    stacked = hv.Bars(frame, ["case", "kind"], "seconds").opts(
+        stacked=True, height=340, tools=["hover"], title=_whatif_title(result), ylabel="mean per rank [s]",
+        xlabel="", cmap=tints, legend_position="right", show_grid=True, padding=(0, (0, 0.05)), **SIZE)
+    delta = hv.Bars(change, ["run", "kind"], hv.Dimension("change", label="after - before [s]")).opts(
+        height=340, tools=["hover"], title="change of the mean per-rank time", color="kind", cmap=tints,
+        show_legend=False, xrotation=30, show_grid=True, **SIZE)
+    order = [k for k in KIND_COLOURS if k in tints] + [k for k in tints if k not in KIND_COLOURS]
+    return (stacked.redim.values(kind=order) + delta.redim.values(kind=order)).cols(2)
+
+
+def _whatif_title(result: xr.Dataset) -> str:
+    """Scenario, elapsed before -> after [s] and speedup (with its interval) of each run."""
+    lines = [f"what if: {result.attrs.get('scenario', '')}"]
+    for run in result["run"].values:
+        one = result.sel(run=run)
+        low, high = float(one["speedup_low"]), float(one["speedup_high"])
+        lines.append(f"{run}: elapsed {float(one['elapsed_before']):.3f} s -> {float(one['elapsed_after']):.3f} s, "
+                     f"speedup {float(one['speedup']):.3f} ({low:.3f}-{high:.3f})")
+    return "\n".join(lines)

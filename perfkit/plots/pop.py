@@ -16,14 +16,18 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 import xarray as xr
+from bokeh.palettes import Dark2
 from pandas.io.formats.style import Styler
 
 from perfkit.analysis.pop import HIERARCHY, LABELS
+from perfkit.plots.axes import log_formatter, log_ticker
 
 #: POP's traffic-light scale: (lower bound, colour); values below the last bound are red.
 GREEN, AMBER = 0.8, 0.6
 COLOURS = {"green": "#9be39b", "amber": "#ffd27f", "red": "#ff9b9b", "none": "#e6e6e6"}
 INDENT = "\u00a0\u00a0\u00a0\u00a0"
+#: One colour per efficiency (the same in every POP plot), not the traffic-light colours of the bands.
+METRIC_COLOURS = dict(zip((name for name, _ in HIERARCHY), ("#000000", *Dark2[8])))
 
 
 def pop_table(pop: xr.Dataset) -> pd.DataFrame:
@@ -84,12 +88,14 @@ def pop_plot(pop: xr.Dataset, metrics: tuple[str, ...] | None = None) -> hv.Over
     for name in metrics:
         values = pop[name].values.astype(float)[order]
         frame = pd.DataFrame({"nprocs": nprocs[order], "efficiency": values, "metric": LABELS[name]})
-        curve = hv.Curve(frame, "nprocs", ["efficiency", "metric"], label=LABELS[name])
-        curves.append(curve * hv.Scatter(curve).opts(size=6))
+        curve = hv.Curve(frame, "nprocs", ["efficiency", "metric"], label=LABELS[name]).opts(
+            color=METRIC_COLOURS[name])
+        curves.append(curve * hv.Scatter(curve).opts(size=6, color=METRIC_COLOURS[name]))
     bands = hv.HSpan(GREEN, 1.05).opts(color=COLOURS["green"], alpha=0.25) * \
         hv.HSpan(AMBER, GREEN).opts(color=COLOURS["amber"], alpha=0.25) * \
         hv.HSpan(0, AMBER).opts(color=COLOURS["red"], alpha=0.2)
     return (bands * hv.Overlay(curves)).opts(
-        hv.opts.Curve(logx=True, ylim=(0, 1.05), tools=["hover"], width=640, height=380,
-                      xlabel="processes", ylabel="efficiency"),
-        hv.opts.Overlay(legend_position="right", title="POP efficiencies across the series"))
+        hv.opts.Curve(logx=True, ylim=(0, 1.05), tools=["hover"], xlabel="processes", ylabel="efficiency"),
+        hv.opts.Overlay(legend_position="right", title="POP efficiencies across the series", responsive=True,
+                        min_width=400, height=380, logx=True, xticks=log_ticker(nprocs, at_values=True),
+                        xformatter=log_formatter(), padding=(0.04, 0), show_grid=True))

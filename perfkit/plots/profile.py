@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit.plots.palette import colours
+
 #: Above this many ranks in view, ranks are binned (mean per bin) so the plot stays responsive.
 MAX_POINTS = 2000
 
@@ -35,16 +37,21 @@ def rank_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
 
 def stacked_ranks(ds: xr.Dataset, run: str | None = None, *, by: str = "function", metric: str = "time",
                   ranks: tuple[int, int] | None = None, max_points: int = MAX_POINTS) -> hv.Overlay:
-    """Stacked area of ``metric`` per rank, one band per ``by`` group (seconds for time)."""
+    """Stacked area of ``metric`` per rank, one band per ``by`` group (seconds for time).
+
+    Each group keeps its colour (:mod:`perfkit.plots.palette`); the plot fills its container's width.
+    """
     run = run if run is not None else str(ds["run"].values[0])
     table = rank_table(ds, run, by=by, metric=metric, ranks=ranks, max_points=max_points).fillna(0.0)
     order = table.sum().sort_values(ascending=False).index
     unit = str(ds["units"].sel(metric=metric).item())
-    areas = [hv.Area((table.index, table[col]), "rank", hv.Dimension(metric, unit=unit), label=str(col))
-             for col in order]
+    tints = colours(ds[by].values)
+    areas = [hv.Area((table.index, table[col]), "rank", hv.Dimension(metric, unit=unit), label=str(col)).opts(
+        color=tints[str(col)]) for col in order]
     binned = len(table) < len(ds["profile"].sel(run=run).dropna("rank", how="all")["rank"]) and ranks is None
     title = f"{run}: {metric} per rank by {by}" + (" (ranks binned, mean per bin)" if binned else "")
     return hv.Area.stack(hv.Overlay(areas)).opts(
         hv.opts.Area(alpha=0.85, line_width=0, tools=["hover"]),
-        hv.opts.Overlay(title=title, width=800, height=380, legend_position="right", show_grid=True),
+        hv.opts.Overlay(title=title, responsive=True, min_width=400, height=380, legend_position="right",
+                        show_grid=True),
     )

@@ -13,7 +13,13 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-SIZE = {"width": 520, "height": 340}
+from perfkit.plots.axes import log_formatter, log_ticker
+from perfkit.plots.palette import FIT, REFERENCE, colour, colours
+
+#: Plots fill the width of their container; heights in px.
+SIZE = {"responsive": True, "height": 340, "min_width": 320}
+#: Room around the data, as a fraction of each axis (keeps the end ticks and markers inside).
+PADDING = (0.04, 0.08)
 
 
 def _keys(table: pd.DataFrame) -> list[str]:
@@ -22,38 +28,58 @@ def _keys(table: pd.DataFrame) -> list[str]:
     return [*table.attrs.get("by", []), *([group] if group else [])]
 
 
-def _curves(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+def _curves(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
+    """(label, rows, colour) of each curve; colours from :mod:`perfkit.plots.palette` by label."""
     keys = _keys(table)
-    if not keys:
-        return [("runs", table)]
-    return [(" ".join(map(str, np.atleast_1d(k))), sub) for k, sub in table.groupby(keys, sort=False)]
+    groups = [("runs", table)] if not keys else [
+        (" ".join(map(str, np.atleast_1d(k))), sub) for k, sub in table.groupby(keys, sort=False)]
+    tints = colours(label for label, _ in groups)
+    return [(label, sub, tints[label]) for label, sub in groups]
 
 
-def _line(sub: pd.DataFrame, y: str, label: str, ylabel: str) -> hv.Overlay:
+def _line(sub: pd.DataFrame, y: str, label: str, ylabel: str, tint: str) -> hv.Overlay:
+    """Curve and markers of one group in its colour."""
     ordered = sub.sort_values("nprocs")
-    curve = hv.Curve(ordered, "nprocs", (y, ylabel), label=label)
-    return curve * hv.Scatter(ordered, "nprocs", (y, ylabel), label=label).opts(size=6)
+    curve = hv.Curve(ordered, "nprocs", (y, ylabel), label=label).opts(color=tint)
+    return curve * hv.Scatter(ordered, "nprocs", (y, ylabel), label=label).opts(size=6, color=tint)
+
+
+def _log_axes(nprocs: Any, values: Any | None = None) -> dict[str, Any]:
+    """Options of a plot against processes: log x ticked at the process counts, log y (if ``values``) 1-2-5."""
+    opts: dict[str, Any] = {"logx": True, "xticks": log_ticker(nprocs, at_values=True),
+                            "xformatter": log_formatter(), "xlabel": "processes",
+                            "padding": PADDING}
+    if values is not None:
+        opts.update(logy=True, yticks=log_ticker(values), yformatter=log_formatter())
+    return opts
 
 
 def time_vs_procs(table: pd.DataFrame, *, fit: Any = None, ideal: bool = True, level: float = 0.95) -> hv.Overlay:
-    """Log-log time [s] (or the metric) vs processes per curve, ideal line and optional fit band."""
+    """Log-log time [s] (or the metric) vs processes per curve, ideal line and optional fit band.
+
+    The fitted formula goes in the title, not in the legend.
+    """
     value = table.attrs.get("value_column", "elapsed")
     ylabel = f"{value} [{table.attrs.get('units', 's')}]"
     layers = []
-    for label, sub in _curves(table):
-        layers.append(_line(sub, value, label, ylabel))
+    shown = [table[value].to_numpy(dtype=float)]
+    for label, sub, tint in _curves(table):
+        layers.append(_line(sub, value, label, ylabel, tint))
         if ideal and "ideal_speedup" in sub:
             perfect = sub["base_value"] / (sub["ideal_speedup"] if table.attrs.get("kind") == "strong" else 1)
             ideal_df = pd.DataFrame({"nprocs": sub["nprocs"], value: perfect}).sort_values("nprocs")
-            layers.append(
-                hv.Curve(ideal_df, "nprocs", (value, ylabel), label=f"{label} ideal").opts(line_dash="dashed")
-            )
+            shown.append(ideal_df[value].to_numpy(dtype=float))
+            layers.append(hv.Curve(ideal_df, "nprocs", (value, ylabel), label=f"{label} ideal").opts(
+                line_dash="dashed", color=tint, alpha=0.7))
+    title = f"{value} vs processes"
     if fit is not None:
         layers.append(fit_band(fit, level=level, value=value, ylabel=ylabel))
+        title += f"\n{fit.name}: T(N) = {fit.formula}"
+    axes = _log_axes(table["nprocs"], np.concatenate(shown))
     return (
         hv.Overlay(layers)
-        .opts(hv.opts.Curve(logx=True, logy=True, **SIZE), hv.opts.Scatter(logx=True, logy=True))
-        .opts(title=f"{value} vs processes", legend_position="right")
+        .opts(hv.opts.Curve(**SIZE), hv.opts.Scatter(logx=True, logy=True), hv.opts.Area(logx=True, logy=True))
+        .opts(title=title, legend_position="right", show_grid=True, **axes, **SIZE)
     )
 
 
@@ -62,34 +88,37 @@ def fit_band(fit: Any, *, level: float = 0.95, value: str = "elapsed", ylabel: s
     grid = np.geomspace(fit.nprocs.min(), fit.nprocs.max(), 200)
     lo, hi = fit.interval(grid, level=level)
     frame = pd.DataFrame({"nprocs": grid, value: fit.predict(grid), "lo": lo, "hi": hi})
-    band = hv.Area(frame, "nprocs", ["lo", "hi"], label=f"{fit.name} {level:.0%} band").opts(alpha=0.25)
-    return band * hv.Curve(frame, "nprocs", (value, ylabel), label=f"{fit.name}: {fit.formula}")
+    band = hv.Area(frame, "nprocs", ["lo", "hi"], label=f"{fit.name} {level:.0%} band").opts(alpha=0.2, color=FIT)
+    return band * hv.Curve(frame, "nprocs", (value, ylabel), label=f"{fit.name} fit").opts(color=FIT)
 
 
 def efficiency_vs_procs(table: pd.DataFrame) -> hv.Overlay:
     """Parallel efficiency vs processes per curve, with the ideal 1.0."""
-    layers = [_line(sub, "efficiency", label, "efficiency") for label, sub in _curves(table)]
+    layers = [_line(sub, "efficiency", label, "efficiency", tint) for label, sub, tint in _curves(table)]
     return (
-        hv.Overlay([*layers, hv.HLine(1.0).opts(color="grey", line_dash="dashed")])
-        .opts(hv.opts.Curve(logx=True, **SIZE), hv.opts.Scatter(logx=True))
-        .opts(title="parallel efficiency", legend_position="right")
+        hv.Overlay([*layers, hv.HLine(1.0).opts(color=REFERENCE, line_dash="dashed")])
+        .opts(hv.opts.Curve(**SIZE), hv.opts.Scatter(logx=True))
+        .opts(title="parallel efficiency", legend_position="right", show_grid=True, **_log_axes(table["nprocs"]),
+              **SIZE)
     )
 
 
 def speedup_vs_procs(table: pd.DataFrame, *, normalised: bool = False) -> hv.Overlay:
     """Speedup (or speedup normalised to the slowest base time) vs processes, ideal dashed."""
     column = "normalised_speedup" if normalised else "speedup"
-    layers = [_line(sub, column, label, column.replace("_", " ")) for label, sub in _curves(table)]
+    layers = [_line(sub, column, label, column.replace("_", " "), tint) for label, sub, tint in _curves(table)]
     ideal = table[["nprocs", "ideal_speedup"]].drop_duplicates().sort_values("nprocs")
     layers.append(
         hv.Curve(ideal, "nprocs", ("ideal_speedup", column.replace("_", " ")), label="ideal").opts(
-            line_dash="dashed", color="grey"
+            line_dash="dashed", color=REFERENCE
         )
     )
+    axes = _log_axes(table["nprocs"], np.concatenate([table[column].to_numpy(dtype=float),
+                                                       ideal["ideal_speedup"].to_numpy(dtype=float)]))
     return (
         hv.Overlay(layers)
-        .opts(hv.opts.Curve(logx=True, logy=True, **SIZE), hv.opts.Scatter(logx=True, logy=True))
-        .opts(title=column.replace("_", " "), legend_position="right")
+        .opts(hv.opts.Curve(**SIZE), hv.opts.Scatter(logx=True, logy=True))
+        .opts(title=column.replace("_", " "), legend_position="right", show_grid=True, **axes, **SIZE)
     )
 
 
@@ -103,12 +132,15 @@ def stacked_time(table: pd.DataFrame) -> hv.Bars:
     order = sorted(frame["procs"].unique(), key=float)
     return (
         hv.Bars(frame, ["procs", group], (value, f"{value} [{table.attrs.get('units', 's')}]"))
-        .opts(stacked=True, tools=["hover"], xlabel="processes", title=f"{value} per {group}", **SIZE)
+        .opts(stacked=True, tools=["hover"], xlabel="processes", title=f"{value} per {group}",
+              cmap=colours(frame[group].unique()), legend_position="right", show_grid=True, **SIZE)
         .redim.values(procs=order)
     )
 
 
 def serial_fraction_vs_procs(kf: pd.DataFrame) -> hv.Overlay:
     """Karp-Flatt serial fraction vs processes: flat = Amdahl, rising = growing overhead."""
-    line = _line(kf.dropna(subset=["serial_fraction"]), "serial_fraction", "Karp-Flatt", "serial fraction")
-    return line.opts(hv.opts.Curve(logx=True, **SIZE), hv.opts.Scatter(logx=True)).opts(title="Karp-Flatt metric")
+    known = kf.dropna(subset=["serial_fraction"])
+    line = _line(known, "serial_fraction", "Karp-Flatt", "serial fraction", colour("Karp-Flatt"))
+    return line.opts(hv.opts.Curve(**SIZE), hv.opts.Scatter(logx=True)).opts(
+        title="Karp-Flatt metric", show_grid=True, **_log_axes(known["nprocs"]), **SIZE)

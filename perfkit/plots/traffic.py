@@ -17,6 +17,7 @@ import scipy.sparse as sps
 import xarray as xr
 
 from perfkit.analysis.traffic import Locality, inter_group_share, traffic_matrix
+from perfkit.plots.axes import integer_ticker
 
 MAX_DENSE = 2048
 SIZE = {"width": 420, "height": 380}
@@ -59,8 +60,11 @@ def _image(matrix: sps.csr_matrix, lo: int, kdims: list[str], vdim: str, pixels:
 
 
 def _style(element: hv.Element, title: str, clabel: str, clim: tuple[float, float] | None) -> hv.Element:
+    """Log colour, first row on top, ticks at whole ranks or groups only."""
     opts: dict[str, Any] = {"clim": clim} if clim else {}
     return element.opts(
+        xticks=integer_ticker(),
+        yticks=integer_ticker(),
         logz=True,
         colorbar=True,
         cmap="viridis",
@@ -85,6 +89,7 @@ def heatmap(
 ) -> hv.Element:
     """Sender x receiver heatmap (log colour), optionally of the contiguous rank range ``ranks``.
 
+    The axes span ``ranks`` only, also beside another heatmap (no axes shared in a layout).
     Above ``MAX_DENSE`` ranks the non-zero pairs are rasterised into ``pixels`` x ``pixels``.
     """
     matrix = traffic_matrix(traffic, run=run, quantity=quantity)
@@ -92,7 +97,8 @@ def heatmap(
     matrix = matrix[lo:hi][:, lo:hi]
     element = _image(matrix, lo, ["receiver", "sender"], quantity, pixels)
     label = title or f"{quantity} sent, ranks {lo}-{hi - 1}"
-    return _style(element, label, f"{quantity} [{UNITS.get(quantity, '')}]", None)
+    clabel = f"{quantity} [{UNITS.get(quantity, '')}]"
+    return _style(element, label, clabel, None).opts(shared_axes=False, axiswise=True)
 
 
 def group_heatmap(aggregated: xr.DataArray, *, title: str = "", clim: tuple[float, float] | None = None) -> hv.Element:

@@ -21,8 +21,9 @@ def imbalance_view(ds: xr.Dataset, run: str, by: str, stat: str, rank_range: tup
     """Imbalance bars and the per-rank compute curve of ``run`` restricted to ``rank_range``."""
     sub = ds.sel(run=[run], rank=slice(*rank_range))
     stats = imbalance(sub, by=by)
-    return pn.Column(pn.pane.HoloViews(imbalance_bars(stats, run, stat=stat)),
-                     pn.pane.HoloViews(rank_curve(rank_values(sub).sel(run=run))))
+    return pn.Column(pn.pane.HoloViews(imbalance_bars(stats, run, stat=stat), sizing_mode="stretch_width"),
+                     pn.pane.HoloViews(rank_curve(rank_values(sub).sel(run=run)), sizing_mode="stretch_width"),
+                     sizing_mode="stretch_width")
 
 
 def imbalance_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Tabs:
@@ -36,7 +37,10 @@ def imbalance_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Tabs:
                                             value=(int(ranks.min()), int(ranks.max())), step=1)
     view = pn.bind(lambda r, b, s, rr: imbalance_view(ds, r, b, s, rr), run_select, by_select, stat_select,
                    rank_slider)
-    findings = pn.bind(lambda r: pn.pane.HoloViews(findings_table(diagnose(ds, run=r))), run_select)
+    findings = pn.bind(lambda r: pn.pane.HTML(findings_table(diagnose(ds, run=r)).to_html(),
+                                              sizing_mode="stretch_width"), run_select)
     controls = pn.Column(pn.Row(run_select, stat_select, by_select), rank_slider)
-    return pn.Tabs(("imbalance", pn.Column(controls, view)), ("per rank", rank_explorer(ds, run)),
-                   ("findings", pn.Column(run_select, findings)))
+    return pn.Tabs(("imbalance", pn.Column(controls, view, sizing_mode="stretch_width")),
+                   ("per rank", rank_explorer(ds, run)),
+                   ("findings", pn.Column(run_select, findings, sizing_mode="stretch_width")),
+                   sizing_mode="stretch_width")

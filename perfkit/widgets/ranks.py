@@ -15,6 +15,7 @@ import panel as pn
 import param
 import xarray as xr
 
+from perfkit.plots.palette import colours
 from perfkit.plots.profile import rank_table
 
 GROUPINGS = ("function", "call", "kind")
@@ -119,7 +120,8 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
                ranks: tuple[int, int] | None = None) -> hv.Polygons:
     """The stacked per-rank profile as one polygon per group (one glyph, so groups may change).
 
-    Same numbers as :func:`perfkit.plots.profile.stacked_ranks` (largest group at the bottom).
+    Same numbers as :func:`perfkit.plots.profile.stacked_ranks` (largest group at the bottom), same
+    colours (:mod:`perfkit.plots.palette`, one per name of ``ds[by]`` whatever the run or ranks shown).
     """
     table = rank_table(ds, run, by=by, metric=metric, ranks=ranks).fillna(0.0)
     table = table[table.sum().sort_values(ascending=False).index]
@@ -133,7 +135,7 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     ylabel = f"{metric} [{unit}]" if unit not in ("", "1") else metric
     label = f"{run}: {metric} per rank by {by}"
     return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=label).opts(
-        color=by, cmap="Category20", line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
+        color=by, cmap=colours(ds[by].values), line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
         legend_position="right", show_grid=True, framewise=True, responsive=True, height=420, padding=(0, 0.05),
         title="{label}", ylabel=ylabel,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import panel as pn
 import xarray as xr
@@ -15,7 +17,10 @@ ALL = "(whole run)"
 
 
 def scaling_panel(data: xr.Dataset | pd.DataFrame, *, by: str = "system") -> pn.Column:
-    """Widgets + plots over a multi-run Dataset (or a DataFrame with nprocs/elapsed columns)."""
+    """Widgets + plots over a multi-run Dataset (or a DataFrame with nprocs/elapsed columns).
+
+    The plots (time, speedup, efficiency against processes) fill the width, one under the other.
+    """
     is_ds = isinstance(data, xr.Dataset)
     labels = sorted({str(v) for v in (data[by].values if by in (data.coords if is_ds else data.columns) else [])})
     systems = pn.widgets.MultiChoice(label=by, options=labels, value=labels)
@@ -35,14 +40,20 @@ def scaling_panel(data: xr.Dataset | pd.DataFrame, *, by: str = "system") -> pn.
         except ValueError as exc:
             return pn.pane.Alert(str(exc), alert_type="warning")
         text = _fit_note(fit) if fit else f"Choose one {by} to fit a model." if several and MODELS[model_name] else ""
-        note = pn.pane.Markdown(text)
+        note = pn.pane.Markdown(text, sizing_mode="stretch_width")
         plotted = [plots.time_vs_procs(table, fit=fit)]
         if metric_name == "time":
             plotted += [plots.speedup_vs_procs(table, normalised=norm), plots.efficiency_vs_procs(table)]
-        return pn.Column(note, *(pn.pane.HoloViews(p) for p in plotted))
+        return pn.Column(note, *map(_pane, plotted), sizing_mode="stretch_width")
 
     controls = pn.Row(pn.Column(systems, metric, function), pn.Column(base, normalise, model))
-    return pn.Column(controls, pn.bind(view, systems, metric, function, base, normalise, model))
+    return pn.Column(controls, pn.panel(pn.bind(view, systems, metric, function, base, normalise, model),
+                                        sizing_mode="stretch_width"), sizing_mode="stretch_width")
+
+
+def _pane(plot: Any) -> pn.pane.HoloViews:
+    """A plot that fills the width it is given."""
+    return pn.pane.HoloViews(plot, sizing_mode="stretch_width", backend="bokeh")
 
 
 def _table(data, by, chosen, metric, function, base_text, norm) -> pd.DataFrame:

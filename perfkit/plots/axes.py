@@ -1,0 +1,72 @@
+"""Axis tickers that read well: labelled log ticks that never overlap, integer ticks for ranks.
+
+Bokeh's own log ticker falls back to linear ticks below two decades (``1000 1500 2000`` crowded
+at the right end, no label under the first step) and labels only powers of ten above. Here a log
+axis gets fixed ticks: the values given (process counts), or 1-2-5 steps, thinned so that
+neighbouring labels are at least a fixed fraction of the axis apart, with unlabelled minor ticks
+at 1-9 x 10^k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from bokeh.models import BasicTicker, FixedTicker, PrintfTickFormatter
+
+#: Smallest gap between labelled log ticks, as a fraction of the axis span in decades.
+MIN_GAP = 0.09
+#: Smallest ratio between neighbouring labelled ticks of given values (process counts).
+MIN_RATIO = 1.4
+#: Labels of log ticks: plain numbers (48, 1536, 0.02), no powers of ten.
+LOG_FORMAT = "%g"
+
+
+def _positive(values: Iterable[float]) -> np.ndarray:
+    array = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float).ravel()
+    return np.unique(array[np.isfinite(array) & (array > 0)])
+
+
+def _thin(candidates: np.ndarray, min_gap: float, *, keep_last: bool = False) -> list[float]:
+    """Candidates (sorted) kept from the smallest up when at least ``min_gap`` decades past the last kept
+    (``keep_last``: the largest is kept too, in place of kept ones too close to it)."""
+    kept: list[float] = []
+    for value, log in zip(candidates, np.log10(candidates)):
+        if not kept or log - np.log10(kept[-1]) >= min_gap - 1e-9:
+            kept.append(float(value))
+    last = float(candidates[-1])
+    if keep_last and kept[-1] != last:
+        kept = [k for k in kept if np.log10(last / k) >= min_gap - 1e-9] + [last]
+    return kept
+
+
+def log_ticker(values: Iterable[float], *, at_values: bool = False) -> FixedTicker:
+    """Fixed ticks for a log axis over the range of ``values`` (non-positive and NaN ignored).
+
+    ``at_values`` labels the values themselves (e.g. the process counts measured), else 1-2-5
+    steps; minor ticks at 1-9 x 10^k over a decade beyond the range each side (for zooming out).
+    """
+    data = _positive(values)
+    if data.size == 0:
+        return FixedTicker(ticks=[])
+    lo, hi = np.floor(np.log10(data.min())) - 1, np.ceil(np.log10(data.max())) + 1
+    decades = np.arange(lo, hi + 1)
+    span = max(np.log10(data.max() / data.min()), 1.0)
+    if at_values:
+        majors = _thin(data, max(np.log10(MIN_RATIO), MIN_GAP * span), keep_last=True)
+    else:
+        mantissas = (1, 2, 5) if span <= 3 else (1, 3) if span <= 5 else (1,)
+        steps = np.sort([float(f"{m}e{int(d)}") for d in decades for m in mantissas])
+        majors = _thin(steps, MIN_GAP * span)
+    minors = [float(f"{m}e{int(d)}") for d in decades for m in range(1, 10)]
+    return FixedTicker(ticks=majors, minor_ticks=minors)
+
+
+def log_formatter() -> PrintfTickFormatter:
+    """Plain-number labels for log axes."""
+    return PrintfTickFormatter(format=LOG_FORMAT)
+
+
+def integer_ticker() -> BasicTicker:
+    """Ticks at whole numbers only (ranks, nodes): no 0.5 on a four-rank axis."""
+    return BasicTicker(min_interval=1, num_minor_ticks=0)
