@@ -21,29 +21,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from itertools import groupby
 from os import PathLike
 from pathlib import Path
 
 import numpy as np
 
+from perfkit.placement.launch_format import FORMATS, check_format, format_positions, host_names
 from perfkit.placement.placement import Placement
 from perfkit.placement.topology import Topology
 
-FORMATS = ("permutation", "rankfile", "machinefile", "mpt", "cray")
+__all__ = ["FORMATS", "format_launch", "host_names", "parse_launch", "read_hosts", "read_launch", "write_launch"]
 _RANKFILE_LINE = re.compile(r"^rank\s+(\d+)\s*=\s*(\S+)\s+slot\s*=\s*(\d+):(\d+)\s*$")
-
-
-def host_names(nodes: int, hosts: Sequence[str] | None = None) -> list[str]:
-    """Host name of each node: the first ``nodes`` of ``hosts``, or ``node000``, ``node001``..."""
-    if hosts is None:
-        return [f"node{i:03d}" for i in range(nodes)]
-    names = [str(h).strip() for h in hosts if str(h).strip()]
-    if len(names) < nodes:
-        raise ValueError(f"{len(names)} host names given for {nodes} nodes")
-    if len(set(names[:nodes])) != nodes:
-        raise ValueError("host names must be distinct")
-    return names[:nodes]
 
 
 def read_hosts(path: str | PathLike) -> list[str]:
@@ -52,52 +40,11 @@ def read_hosts(path: str | PathLike) -> list[str]:
     return [line.split("#")[0].split(":")[0].strip() for line in lines if line.split("#")[0].strip()]
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown launch format {fmt!r}; expected one of {FORMATS}")
-
-
-def _slot_order(placement: Placement) -> np.ndarray:
-    """Ranks sorted by core number; requires the placement to fill the first N cores."""
-    slot = placement.slot
-    if slot.max() != placement.nranks - 1:
-        raise ValueError("this format needs ranks on the first N cores of the node list (a packed placement)")
-    return np.argsort(slot)
-
-
-def _ranges(ranks: Sequence[int]) -> str:
-    """'0-3,7,9-10' for [0, 1, 2, 3, 7, 9, 10]."""
-    parts = []
-    index = np.arange(len(ranks))
-    for _, run in groupby(zip(index, ranks), key=lambda pair: pair[1] - pair[0]):
-        values = [v for _, v in run]
-        parts.append(f"{values[0]}-{values[-1]}" if len(values) > 1 else f"{values[0]}")
-    return ",".join(parts)
-
-
 def format_launch(
     placement: Placement, fmt: str, hosts: Sequence[str] | None = None, compact: bool = False
 ) -> str:
     """Text of the launch file for ``placement`` in format ``fmt``."""
-    _check_format(fmt)
-    topo = placement.topology
-    names = host_names(topo.nodes, hosts)
-    per_rank = [names[n] for n in placement.node]
-    if fmt == "permutation":
-        return "".join(f"{r}\n" for r in _slot_order(placement))
-    if fmt == "cray":
-        order = _slot_order(placement)
-        lines = [_ranges([int(r) for r in order[i : i + topo.cores]]) for i in range(0, order.size, topo.cores)]
-        return "\n".join(lines) + "\n"
-    if fmt == "rankfile":
-        cps = topo.cores_per_socket
-        return "".join(
-            f"rank {r}={per_rank[r]} slot={c // cps}:{c % cps}\n" for r, c in enumerate(placement.core)
-        )
-    runs = [(host, len(list(group))) for host, group in groupby(per_rank)] if compact else [(h, 1) for h in per_rank]
-    if fmt == "machinefile":
-        return "".join(f"{h}:{n}\n" if compact else f"{h}\n" for h, n in runs)
-    return ", ".join(f"{h} {n}" for h, n in runs) + "\n"
+    return format_positions(placement.node, placement.core, placement.topology, fmt, hosts=hosts, compact=compact)
 
 
 def write_launch(
@@ -123,7 +70,7 @@ def read_launch(
 
 def parse_launch(text: str, fmt: str, topology: Topology, hosts: Sequence[str] | None = None) -> Placement:
     """Placement described by launch file text in format ``fmt`` on ``topology``."""
-    _check_format(fmt)
+    check_format(fmt)
     if fmt in ("permutation", "cray"):
         order = _parse_permutation(text) if fmt == "permutation" else _parse_rank_order(text)
         if sorted(order) != list(range(len(order))):

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from perfkit.placement.cost import PlacementCost, placement_cost
+from perfkit.placement.cost_model import PlacementCost, placement_cost
+from perfkit.placement.launch_format import format_positions, host_names
 from perfkit.placement.topology import Topology
 
 
@@ -76,8 +78,6 @@ class Placement:
 
     def to_frame(self, hosts: Sequence[str] | None = None) -> pd.DataFrame:
         """One row per rank: host, node, socket, core."""
-        from perfkit.placement.launch import host_names
-
         names = np.asarray(host_names(self.topology.nodes, hosts if hosts is not None else self.topology.hosts or None))
         return pd.DataFrame(
             {"host": names[self.node], "node": self.node, "socket": self.socket, "core": self.core},
@@ -86,6 +86,9 @@ class Placement:
 
     def write(self, fmt: str, path: str | PathLike | None = None, hosts: Sequence[str] | None = None) -> str:
         """Launch file text in ``fmt`` (see ``perfkit.placement.launch.FORMATS``); also written to ``path``."""
-        from perfkit.placement.launch import write_launch
-
-        return write_launch(self, fmt, path, hosts=hosts if hosts is not None else self.topology.hosts or None)
+        text = format_positions(
+            self.node, self.core, self.topology, fmt, hosts=hosts if hosts is not None else self.topology.hosts or None
+        )
+        if path is not None:
+            Path(path).write_text(text)
+        return text

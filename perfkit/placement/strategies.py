@@ -1,4 +1,4 @@
-"""Placement strategies: block, round-robin, random, Scotch (core level) and Scotch at node level + split.
+"""Placement strategies: block, round-robin, random, and Scotch by two routes (core level; nodes first).
 
 Every strategy places N ranks on the first N cores of the topology (node-major), so their costs
 compare like for like and the result can be written as an mpiplace permutation file.
@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sps
 
-from perfkit.placement.cost import placement_cost
+from perfkit.placement.cost_model import placement_cost
+from perfkit.placement.decision import DECIDED, decide
 from perfkit.placement.placement import Placement
 from perfkit.placement.repair import repair
 from perfkit.placement.scotch import graph_from_matrix, map_graph
@@ -21,6 +22,9 @@ from perfkit.placement.topology import Topology
 from perfkit.placement.traffic import select_traffic
 
 STRATEGIES = ("block", "round_robin", "random", "scotch", "scotch_nodes")
+#: Above this many ranks ``strategy="scotch"`` takes the node route: core-level mapping time grows
+#: super-linearly while the node route keeps inter-node bytes within 2% (benchmarks/bench_placement.py).
+CORE_LEVEL_MAX_RANKS = 8192
 
 
 def place(
@@ -42,16 +46,20 @@ def place(
     * ``block``: rank r on core r; ``round_robin``: rank r on node r mod nodes;
     * ``random``: a random permutation (``seed``);
     * ``scotch``: Scotch static mapping of the symmetrised matrix onto the core-level tree
-      (tleaf); on torus and hypercube topologies the node-level mapping below;
-    * ``scotch_nodes``: Scotch maps ranks to nodes (capacity = cores per node), then each node's
-      ranks are split over its sockets by greedy graph growing. For very large rank counts.
+      (tleaf) up to ``CORE_LEVEL_MAX_RANKS`` ranks; above that, and on torus and hypercube
+      topologies, the node route below (``info["route"]`` says which: ``"cores"`` or ``"nodes"``);
+    * ``scotch_nodes``: the node route: Scotch maps ranks onto the nodes, each split into
+      ``topology.groups_per_node()`` parts (its sockets, or two halves of a one-socket node;
+      capacity = cores per part), and each part's ranks take its cores in rank order (on torus
+      and hypercube targets: onto whole nodes, then a greedy split over the sockets).
 
     ``balance`` is the load imbalance Scotch may use to cut less traffic (0.05: a core or node
     may get 5% more than its share); the few over-full cores or nodes are then repaired by moving
     the least attached ranks to free cores. Scotch runs in a worker process, killed after
-    ``timeout`` seconds (``ScotchTimeout``). Its heuristic result is replaced by the block
-    placement when that costs less in Scotch's own objective (``weighted_cost``);
-    ``info["kept_block"]`` says so.
+    ``timeout`` seconds (``ScotchTimeout``). Scotch's result replaces block placement only when
+    it lowers Scotch's own objective (``weighted_cost``) by more than
+    ``perfkit.placement.decision.MIN_GAIN``; ``info["kept_block"]`` says whether block was kept
+    and ``info["decision"]`` says why, in one line.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; expected one of {STRATEGIES}")
@@ -63,34 +71,27 @@ def place(
         )
     info: dict[str, Any] = {"seed": seed, "balance": balance}
     start = time.perf_counter()
+    block = np.arange(n, dtype=np.int64)
     if strategy == "block":
-        slot = np.arange(n, dtype=np.int64)
+        slot = block
     elif strategy == "round_robin":
-        slot = np.arange(n, dtype=np.int64)
-        slot = slot[np.lexsort((slot // topology.cores, slot % topology.cores))]
+        slot = block[np.lexsort((block // topology.cores, block % topology.cores))]
     elif strategy == "random":
         slot = np.random.default_rng(seed).permutation(n).astype(np.int64)
     else:
-        if strategy == "scotch" and topology.shape == "tree":
-            slot = _scotch_cores(traffic, topology, seed, balance, timeout, info)
-        else:
-            slot = _scotch_nodes(traffic, topology, seed, balance, timeout, info)
-        slot = _not_worse_than_block(slot, traffic, topology, info)
+        core_level = strategy == "scotch" and topology.shape == "tree" and n <= CORE_LEVEL_MAX_RANKS
+        info["route"] = "cores" if core_level else "nodes"
+        route = _scotch_cores if core_level else _scotch_nodes
+        slot = route(traffic, topology, seed, balance, timeout, info)
+    if strategy in DECIDED:
+        found, default = (
+            placement_cost(topology.node_of(s), topology.socket_of(s), topology, traffic) for s in (slot, block)
+        )
+        decision = decide(strategy, found, default)
+        info.update(kept_block=decision.kept_block, decision=decision.message)
+        slot = block if decision.kept_block else slot
     info["wall_time_s"] = time.perf_counter() - start
     return Placement.from_slots(slot, topology, strategy=strategy, traffic=traffic, counts=counts, info=info)
-
-
-def _not_worse_than_block(
-    slot: np.ndarray, traffic: sps.csr_matrix, topology: Topology, info: dict[str, Any]
-) -> np.ndarray:
-    """Keep the block placement when Scotch's heuristic result costs more in its own objective."""
-    block = np.arange(slot.size, dtype=np.int64)
-    found, default = (
-        placement_cost(topology.node_of(s), topology.socket_of(s), topology, traffic).weighted_cost
-        for s in (slot, block)
-    )
-    info["kept_block"] = bool(default < found)
-    return block if default < found else slot
 
 
 def _symmetric(traffic: sps.csr_matrix) -> sps.csr_matrix:
@@ -126,20 +127,30 @@ def _scotch_nodes(
     timeout: float | None,
     info: dict[str, Any],
 ) -> np.ndarray:
-    """Node-level Scotch map (capacity = cores per node) followed by a split inside each node."""
+    """Scotch map onto node parts (capacity = cores per part), then cores within each part."""
     n = traffic.shape[0]
-    nodes = -(-n // topology.cores)
-    capacity = np.full(nodes, topology.cores, dtype=np.int64)
-    capacity[-1] = n - (nodes - 1) * topology.cores
+    per_node = topology.groups_per_node()
+    size = topology.cores // per_node
+    groups = -(-n // size)
+    capacity = np.full(groups, size, dtype=np.int64)
+    capacity[-1] = n - (groups - 1) * size
     sym = _symmetric(traffic)
-    arch = topology.scotch_node_arch(nodes)
+    arch = topology.scotch_group_arch(groups)
     result = map_graph(graph_from_matrix(traffic), arch, seed=seed, balance=balance, timeout=timeout)
-    node, moved = repair(result.terminal, capacity, sym, np.arange(nodes), topology.hops)
-    info.update(map_time_s=result.seconds, moved=moved)
+    group_node = np.arange(groups) // per_node
+    group, moved = repair(result.terminal, capacity, sym, group_node, topology.hops)
+    info.update(map_time_s=result.seconds, moved=moved, groups_per_node=per_node)
     split_start = time.perf_counter()
-    core = split_nodes(node, sym, topology)
+    if per_node > 1:
+        order = np.argsort(group, kind="stable")
+        first = np.searchsorted(group[order], np.arange(groups))
+        within = np.empty(n, dtype=np.int64)
+        within[order] = np.arange(n) - first[group[order]]
+        core = (group % per_node) * size + within
+    else:
+        core = split_nodes(group, sym, topology)
     info["split_time_s"] = time.perf_counter() - split_start
-    return node * topology.cores + core
+    return group_node[group] * topology.cores + core
 
 
 def split_nodes(node: np.ndarray, weights: sps.csr_matrix, topology: Topology) -> np.ndarray:

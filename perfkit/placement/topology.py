@@ -20,6 +20,8 @@ from perfkit.placement.scotch import ArchSpec
 
 LEVELS = ("socket", "node", "switch", "network")
 SHAPES = ("tree", "torus", "hypercube")
+#: Smallest node part (cores) the node route of Scotch placement maps onto; see ``Topology.group_levels``.
+GROUP_CORES = 6
 
 
 def _per_level(values: Sequence[float], name: str, *, positive: bool = True) -> tuple[float, ...]:
@@ -180,6 +182,41 @@ class Topology:
             kind, sizes, links, padded = "tleaf", tuple(tree_sizes), tuple(tree_links), int(np.prod(tree_sizes))
         sub = None if nodes == padded else np.arange(nodes, dtype=np.int64)
         return ArchSpec(kind, tuple(int(s) for s in sizes), tuple(int(c) for c in links), sub)
+
+    def group_levels(self) -> tuple[int, int]:
+        """(sockets, parts per socket) of the node parts the node route maps onto.
+
+        Each socket is cut into parts of at least ``GROUP_CORES`` cores (the smallest divisor of
+        the cores per socket that is that large): a target finer than whole nodes lets Scotch cut
+        less traffic between nodes, and much cheaper than single cores (``docs/placement.md``).
+        Torus and hypercube targets stop at the node: (1, 1).
+        """
+        if self.shape != "tree":
+            return 1, 1
+        cps = self.cores_per_socket
+        size = next(d for d in range(min(GROUP_CORES, cps), cps + 1) if cps % d == 0)
+        return self.sockets, cps // size
+
+    def groups_per_node(self) -> int:
+        """Number of node parts the node route maps onto (1: whole nodes)."""
+        sockets, parts = self.group_levels()
+        return sockets * parts
+
+    def scotch_group_arch(self, groups: int) -> ArchSpec:
+        """Scotch target of the node parts (``group_levels``), restricted to the first ``groups``."""
+        sockets, parts = self.group_levels()
+        if sockets * parts == 1:
+            return self.scotch_node_arch(groups)
+        sizes, links = self._tree_levels()
+        if sockets > 1:
+            sizes.append(sockets)
+            links.append(int(self.link_cost[1]))
+        if parts > 1:
+            sizes.append(parts)
+            links.append(int(self.link_cost[0]))
+        padded = int(np.prod(sizes))
+        sub = None if groups == padded else np.arange(groups, dtype=np.int64)
+        return ArchSpec("tleaf", tuple(sizes), tuple(links), sub)
 
     def _tree_levels(self) -> tuple[list[int], list[int]]:
         """tleaf sizes and link costs above the node (switches padded to full width)."""

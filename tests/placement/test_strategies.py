@@ -121,3 +121,28 @@ def test_combined_runs_drop_absent_ranks() -> None:
 def test_public_entry_points() -> None:
     assert perfkit.place is place
     assert perfkit.Topology is Topology
+
+
+@pytest.mark.parametrize("numbering", ["natural", "renumbered"])
+def test_scotch_takes_the_node_route_above_the_threshold(numbering: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfkit.placement import strategies
+
+    matrix = stencil_3d((16, 16, 16))
+    matrix = renumber(matrix, seed=1) if numbering == "renumbered" else matrix
+    topology = Topology(nodes=86, cores=48)
+    monkeypatch.setattr(strategies, "CORE_LEVEL_MAX_RANKS", 4096)
+    core = place(matrix, topology, "scotch")
+    monkeypatch.setattr(strategies, "CORE_LEVEL_MAX_RANKS", 4095)
+    nodes = place(matrix, topology, "scotch")
+    assert (core.info["route"], nodes.info["route"]) == ("cores", "nodes")
+    assert np.array_equal(nodes.slot, place(matrix, topology, "scotch_nodes").slot)
+    assert nodes.info["groups_per_node"] == 8  # parts of 6 cores
+    assert nodes.cost().inter_node_bytes <= 1.02 * core.cost().inter_node_bytes
+
+
+def test_node_route_parts_follow_sockets() -> None:
+    topology = Topology(nodes=8, cores=24, sockets=2)
+    placement = place(renumber(stencil_3d((8, 8, 3)), seed=3), topology, "scotch_nodes")
+    assert placement.info["groups_per_node"] == 4  # 2 sockets x 2 parts of 6 cores
+    assert np.unique(placement.slot).size == 192 and placement.slot.max() == 191
+    assert np.array_equal(placement.socket, placement.core // 12)

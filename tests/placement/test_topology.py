@@ -91,3 +91,15 @@ def test_fewer_ranks_than_cores_and_host_names_in_launch_files():
     assert placement.node.size == 50
     text = placement.write("mpt")
     assert text.split(",")[0].split()[0] in {"n001", "n002", "n003"} and "node000" not in text
+
+
+def test_node_route_targets() -> None:
+    assert Topology(nodes=4, cores=48).group_levels() == (1, 8)
+    assert Topology(nodes=4, cores=24, sockets=2).group_levels() == (2, 2)
+    assert Topology(nodes=4, cores=16, sockets=2).group_levels() == (2, 1)
+    assert Topology(nodes=4, cores=7).group_levels() == (1, 1)
+    assert Topology.torus((2, 2), cores=48).group_levels() == (1, 1)
+    arch = Topology(nodes=4, cores=24, sockets=2, switch_size=2).scotch_group_arch(13)
+    assert (arch.sizes, arch.links, arch.sub.tolist()) == ((2, 2, 2, 2), (30, 10, 2, 1), list(range(13)))
+    whole = Topology(nodes=4, cores=7).scotch_group_arch(3)
+    assert (whole.sizes, whole.sub.tolist()) == ((4,), [0, 1, 2])
