@@ -127,19 +127,48 @@ def _expand(patterns: Sequence[str]) -> list[Path]:
     return [path for pattern in patterns for path in expand_paths(pattern)]
 
 
+_NO_TRAFFIC = {
+    "mpip": "this mpiP report has no rank-to-rank traffic (mpiP totals calls per call site, not per partner)",
+    "mpinside": "this MPInside profile has no rank-to-rank traffic (it was written without transfer matrices; "
+                "'perfkit collect --matrices' writes them)",
+    "ipm": "this IPM log has no rank-to-rank traffic (no per-partner entries)",
+    "cube": "this CUBE profile has no rank-to-rank traffic",
+}
+
+
 def read_traffic_matrix(path: str | Path) -> Any:
-    """Bytes sender x receiver from any format ``perfkit.open_matrix`` reads (CSV, npy/npz, MatrixMarket)."""
+    """The traffic to place: a profile's ``traffic`` (MPInside with matrices, IPM; read with
+    ``perfkit.open_profile``) or bytes sender x receiver from a matrix file ``perfkit.open_matrix``
+    reads (CSV, npy/npz, MatrixMarket). ``ValueError`` saying why when the file holds no traffic."""
+    from perfkit.errors import PerfkitFormatError
     from perfkit.io.matrix import open_matrix
+    from perfkit.io.open import open_profile
+    from perfkit.io.registry import sniff_format
 
-    return open_matrix(path).sel(quantity="bytes")
+    try:
+        fmt = sniff_format(path)
+    except PerfkitFormatError as not_profile:
+        try:
+            return open_matrix(path).sel(quantity="bytes")
+        except ValueError as not_matrix:
+            raise ValueError(f"{path}: neither a profile with traffic ({not_profile.reason}) "
+                             f"nor a traffic matrix ({not_matrix})") from not_matrix
+    ds = open_profile(path, format=fmt)
+    traffic = ds.get("traffic")
+    if traffic is None or bool(traffic.sel(quantity="bytes").isnull().all()):
+        raise ValueError(f"{path}: {_NO_TRAFFIC.get(fmt, f'this {fmt} profile has no rank-to-rank traffic')}; "
+                         "place needs MPInside with transfer matrices, an IPM log, or a matrix file "
+                         "(.csv / .txt / .npy / .npz / .mtx)")
+    return ds
 
 
-@command("place", "Profile-guided rank placement: write a launch file for a rank-to-rank traffic matrix.")
+@command("place", "Profile-guided rank placement: write a launch file for a profile's rank-to-rank traffic.")
 def _configure_place(parser: argparse.ArgumentParser) -> Runner:
     from perfkit.placement.launch import FORMATS
     from perfkit.placement.strategies import STRATEGIES
 
-    parser.add_argument("matrix", help="traffic matrix, sender x receiver bytes (.csv / .txt / .npy / .npz / .mtx)")
+    parser.add_argument("matrix", help="a profile with rank-to-rank traffic (MPInside with matrices, IPM) or a "
+                                       "traffic matrix, sender x receiver bytes (.csv / .txt / .npy / .npz / .mtx)")
     parser.add_argument("--nodes", type=int, required=True, help="number of nodes")
     parser.add_argument("--ppn", type=int, required=True, help="cores (ranks) per node")
     parser.add_argument("--sockets", type=int, default=1, help="sockets per node (default 1)")
@@ -180,15 +209,16 @@ def _summary(strategy: str, cost: Any, block: Any, info: dict[str, Any]) -> str:
         ("max NIC bytes", "max_nic_bytes"),
         ("est. comm time [s]", "time_s"),
     ]
-    lines = [f"{'':20s} {strategy:>14s} {'block':>14s} {'change':>8s}"]
+    written = "block (kept)" if info.get("kept_block") else strategy
+    lines = [f"{'':20s} {written:>14s} {'block':>14s} {'change':>8s}"]
     for label, field in rows:
         mine, base = getattr(cost, field), getattr(block, field)
         change = f"{100 * (mine / base - 1):+7.1f}%" if base else "     n/a"
         lines.append(f"{label:20s} {mine:14.4g} {base:14.4g} {change}")
-    lines.append(f"inter-node share: {100 * cost.inter_node_fraction:.1f}% ({strategy}) vs "
+    lines.append(f"inter-node share: {100 * cost.inter_node_fraction:.1f}% ({written}) vs "
                  f"{100 * block.inter_node_fraction:.1f}% (block)")
-    if info.get("kept_block"):
-        lines.append("Scotch found nothing better than block placement; block placement written.")
+    if "decision" in info:
+        lines.append(info["decision"])
     return "\n".join(lines)
 
 

@@ -48,6 +48,68 @@ def test_subcommands_are_registered() -> None:
     assert "place" in build_parser().format_help()
 
 
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_place_reads_the_traffic_of_an_mpinside_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import perfkit
+
+    profile = DATA / "synthetic" / "384" / "basic.mpinside"  # MPInside tables with transfer matrices
+    out = tmp_path / "rankfile"
+    assert main(["place", str(profile), "--nodes", "16", "--ppn", "24", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    topology = Topology(nodes=16, cores=24)
+    library = perfkit.place(perfkit.open_profile(profile), topology, strategy="scotch")
+    assert library.info["decision"] in err.splitlines()  # the CLI prints the library's decision
+    assert np.array_equal(read_launch(out, "rankfile", topology).slot, library.slot)
+
+
+def test_place_reads_an_ipm_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = next((DATA / "real" / "IPM" / "HPCCG-strong" / "16").glob("*.ipm.xml"))
+    out = tmp_path / "hosts"
+    assert main(["place", str(log), "--nodes", "2", "--ppn", "8", "--format", "machinefile", "-o", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 16
+    assert "inter-node bytes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("path", "reason"), [
+    ("real/mpiP/HPCCG-strong/16/test_HPCCG.16.27942.1.mpiP", "this mpiP report has no rank-to-rank traffic"),
+    ("lab/pipeline-np4.mpinside", "this MPInside profile has no rank-to-rank traffic"),
+])
+def test_place_says_why_a_profile_cannot_be_placed(path: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["place", str(DATA / path), "--nodes", "2", "--ppn", "16"]) == 1
+    err = capsys.readouterr().err
+    assert reason in err and "'>>>>' is not a number" not in err
+
+
+def test_place_names_both_readings_of_an_unreadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "run.txt"
+    bad.write_text(">>>> not a matrix\n1,2\n")
+    assert main(["place", str(bad), "--nodes", "1", "--ppn", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "neither a profile with traffic" in err and "not a number" in err
+
+
+def test_place_keeps_block_for_cg_as_the_library_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import perfkit
+
+    cg = MATRIX.with_name("MapLib_cg_64_p2p.size.csv")
+    out = tmp_path / "rankfile"
+    assert main(["place", str(cg), "--nodes", "4", "--ppn", "16", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "kept block: scotch does not beat it by more than 1%" in err
+    assert np.array_equal(read_launch(out, "rankfile", Topology(nodes=4, cores=16)).slot, np.arange(64))
+    matrix = np.loadtxt(cg, delimiter=",")
+    assert perfkit.place(matrix, Topology(nodes=4, cores=16), strategy="scotch").info["kept_block"] is True
+
+
+def test_place_prints_the_choice_with_its_gain(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["place", str(MATRIX), "--nodes", "4", "--ppn", "16", "--format", "permutation"]) == 0
+    err = capsys.readouterr().err
+    change = next(line for line in err.splitlines() if line.startswith("inter-node bytes")).split()[-1]
+    assert f"chose scotch: {float(change.rstrip('%')):+.1f}% inter-node bytes" in err
+
+
 SCRIPT = Path(sys.executable).with_name("perfkit")
 
 
