@@ -78,8 +78,9 @@ def per_rank(ds: xr.Dataset, reduce: Callable[[np.ndarray], np.ndarray], metrics
 
     ``reduce`` takes a (run, rank, function, metric) array of ``metrics`` (in that order; only the
     ``functions`` selected by the boolean mask, default all) and returns (run, rank, ...), each
-    rank's result depending on that rank's values alone. On a dask-backed cube the result is a
-    dask array computed block by block (pass it to ``evaluate``); otherwise a numpy array.
+    rank's result depending on that rank's values alone (a block holds every run of its ranks).
+    On a dask-backed cube the result is a dask array computed block by block (pass it to
+    ``evaluate``); otherwise a numpy array.
     """
     index = [ds.indexes["metric"].get_loc(metric) for metric in metrics]
     profile = ds.variables["profile"].transpose("run", "rank", "function", "metric")[..., index]
@@ -87,7 +88,7 @@ def per_rank(ds: xr.Dataset, reduce: Callable[[np.ndarray], np.ndarray], metrics
         profile = profile[:, :, np.flatnonzero(functions)]
     if profile.chunks is None:
         return reduce(np.asarray(profile.values))
-    data = profile.data.rechunk({2: -1, 3: -1})
+    data = profile.data.rechunk({0: -1, 2: -1, 3: -1})
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         sample = reduce(np.zeros((1, 1, *data.shape[2:])))

@@ -125,7 +125,7 @@ def _context(ds: xr.Dataset) -> _Context:
     runs = ds["run"].values
     return _Context(elapsed=pd.Series(np.where(np.isnan(given), longest, given), index=runs),
                     ranks=pd.Series(parts["total"].notnull().values.sum(axis=1), index=runs), split=split,
-                    parts=parts, compute=rank_values(ds), mpi=mpi_share(ds), pop=pop_from_parts(ds, split, parts),
+                    parts=parts, compute=rank_values(ds), mpi=mpi_share(ds), pop=pop_from_parts(ds, parts),
                     startup=startup, moved=sums[..., 1:3], transfer_calls=sums[..., 3])
 
 

@@ -47,7 +47,7 @@ import numpy as np
 import xarray as xr
 
 from perfkit.analysis.cube import evaluate, over_ranks, per_rank, run_coords, with_loaded_coords
-from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, split_and_breakdown
+from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, breakdown
 
 #: The hierarchy, top down, with each metric's depth (for the indented POP table).
 HIERARCHY: tuple[tuple[str, int], ...] = (
@@ -80,13 +80,12 @@ def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | No
     ``weak`` marks a weak-scaling series (default: the ``scaling`` run coordinate when present).
     """
     ds = with_loaded_coords(ds.drop_vars("traffic", errors="ignore"))
-    split, parts = split_and_breakdown(ds)
-    return pop_from_parts(ds, split, parts, reference=reference, weak=weak)
+    return pop_from_parts(ds, breakdown(ds), reference=reference, weak=weak)
 
 
-def pop_from_parts(ds: xr.Dataset, split: xr.Dataset, parts: xr.Dataset, *, reference: str | None = None,
+def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: str | None = None,
                    weak: bool | None = None) -> xr.Dataset:
-    """``pop_metrics`` from an already computed ``wait_split`` and ``breakdown`` of ``ds``."""
+    """``pop_metrics`` from an already computed ``breakdown`` of ``ds``."""
     ds = with_loaded_coords(ds)
     startup, present, busy = evaluate(startup_per_rank(ds), *_busy_functions(ds))
     time = parts["time"]

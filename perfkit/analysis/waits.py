@@ -28,6 +28,7 @@ gather/reduce = *Early Reduce*. MPInside's receive-late time (*Late Receiver*) i
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -75,51 +76,101 @@ def wait_split(ds: xr.Dataset) -> xr.Dataset:
 
     Returns a Dataset with ``time`` (run, rank, call, part) for part in ("transfer", "wait"),
     ``estimated`` (run, call): True where the wait is estimated, and the ``wait_kind`` coordinate on
-    ``call`` ("wait_collective" or "wait_late_sender"). A dask-backed cube is read block by block.
+    ``call`` ("wait_collective" or "wait_late_sender"). A dask-backed cube is read twice, block by
+    block of ranks: once for the fastest rank of every call, once for the split.
     """
-    ds = with_loaded_coords(ds)
-    return _split_of(ds, *evaluate(_call_sums(ds)))
+    return split_and_breakdown(ds, kinds=False)[0]
 
 
-def _call_sums(ds: xr.Dataset) -> Any:
-    """Per (run, rank, call) of the MPI calls: transfer time, wait time, transfer calls [and shortest call].
+class _Calls:
+    """The MPI calls of a cube and, per block of ranks, their transfer and wait time (see ``wait_split``)."""
 
-    A (run, rank, call, 3 or 4) array, lazy on a dask-backed cube; the shortest single call [s]
-    comes from a ``time_min`` metric when there is one.
-    """
-    comm = _mpi_calls(ds)
-    call_of = ds["call"].values[comm]
-    is_wait = np.isin(ds["kind"].values[comm], WAIT_KINDS)
-    metrics = ["time", "calls"] + (["time_min"] if "time_min" in ds["metric"].values else [])
+    def __init__(self, ds: xr.Dataset) -> None:
+        self.ds = ds
+        self.comm = _mpi_calls(ds)
+        self.call_of = ds["call"].values[self.comm]
+        self.is_wait = np.isin(ds["kind"].values[self.comm], WAIT_KINDS)
+        self.names = np.unique(self.call_of)
+        self.collective = np.isin(self.names, sorted(COLLECTIVES))
+        self.estimable = np.isin(self.names, sorted(COLLECTIVES | RECEIVES))
+        self.wait_kind = np.where(self.collective, "wait_collective", "wait_late_sender")
+        self.metrics = ["time", "calls"] + (["time_min"] if "time_min" in ds["metric"].values else [])
 
-    def sums(values: np.ndarray) -> np.ndarray:
-        time, calls = values[..., 0], values[..., 1]
-        parts = [group_sum(np.where(is_wait, np.nan, time), call_of)[1],
-                 group_sum(np.where(is_wait, time, np.nan), call_of)[1],
-                 group_sum(np.where(is_wait, np.nan, calls), call_of)[1]]
-        if values.shape[-1] > 2:
-            parts.append(group_min(np.where(is_wait, np.nan, values[..., 2]), call_of)[1])
+    def sums(self, block: np.ndarray) -> np.ndarray:
+        """Transfer time, wait time, transfer calls [and shortest call], (run, rank, call, 3 or 4)."""
+        time, calls = block[..., 0], block[..., 1]
+        parts = [group_sum(np.where(self.is_wait, np.nan, time), self.call_of)[1],
+                 group_sum(np.where(self.is_wait, time, np.nan), self.call_of)[1],
+                 group_sum(np.where(self.is_wait, np.nan, calls), self.call_of)[1]]
+        if block.shape[-1] > 2:
+            parts.append(group_min(np.where(self.is_wait, np.nan, block[..., 2]), self.call_of)[1])
         return np.stack(parts, axis=-1)
 
-    return per_rank(ds, sums, metrics, comm)
+    def over_ranks(self) -> dict[str, np.ndarray]:
+        """Per (run, call), over ranks: what the estimate of ``_estimate`` needs (one read of the cube)."""
+        sums = per_rank(self.ds, self.sums, self.metrics, self.comm)
+        transfer, waited, calls = sums[..., 0], sums[..., 1], sums[..., 2]
+        per_call = transfer / np.where(calls > 0, calls, np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # calls without values on any rank: NaN
+            reductions = {
+                "measured": (~np.isnan(waited)).any(axis=1), "values": (~np.isnan(transfer)).sum(axis=1),
+                "has_calls": ((calls > 0) | np.isnan(transfer)).all(axis=1),
+                "any_per_call": (~np.isnan(per_call)).any(axis=1),
+                "floor": np.nanmin(per_call, axis=1), "lowest": np.nanmin(transfer, axis=1),
+            }
+            if len(self.metrics) > 2:
+                reductions["shortest"] = np.nanmin(sums[..., 3], axis=1)
+            return dict(zip(reductions, evaluate(*reductions.values()), strict=True))
+
+    def split(self, block: np.ndarray, floors: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Moved and waited time [s] per (run, rank, call) of a block of ranks, and where a wait was estimated."""
+        sums = self.sums(block)
+        transfer, waited = sums[..., 0], sums[..., 1]
+        guess = np.where((self.estimable & (floors["values"] > 1))[:, None],
+                         _estimate(transfer, sums[..., 2], floors, self.collective), 0.0)
+        moved, wait = _parts(transfer, waited, guess, floors["measured"])
+        return moved, wait, (guess > 0) & ~floors["measured"][:, None] & self.estimable
+
+    def per_kind(self, block: np.ndarray, floors: dict[str, np.ndarray]) -> np.ndarray:
+        """Per (run, rank) of a block: transfer, late-sender wait, collective wait [s], 1 where a wait is estimated."""
+        moved, wait, guessed = self.split(block, floors)
+        waits = [_sum_of(wait, self.wait_kind == kind) for kind in WAIT_KINDS]
+        return np.stack([np.nansum(moved, axis=-1), *waits, guessed.any(axis=-1)], axis=-1)
 
 
-def _split_of(ds: xr.Dataset, sums: np.ndarray) -> xr.Dataset:
-    """``wait_split`` from the per-rank call sums of ``_call_sums`` (in memory)."""
-    calls = np.unique(ds["call"].values[_mpi_calls(ds)])
-    transfer, waited, counts = sums[..., 0], sums[..., 1], sums[..., 2]
-    shortest = np.fmin.reduce(sums[..., 3], axis=1) if sums.shape[-1] > 3 else None
-    collective = np.isin(calls, sorted(COLLECTIVES))
-    measured = ~np.isnan(waited).all(axis=1)
-    estimable = np.isin(calls, sorted(COLLECTIVES | RECEIVES))
-    several = (~np.isnan(transfer)).sum(axis=1) > 1
-    guess = np.where((estimable & several)[:, None], _estimate(transfer, counts, shortest, collective), 0.0)
-    moved, wait = _parts(transfer, waited, guess, measured)
+def split_and_breakdown(ds: xr.Dataset, *, split: bool = True,
+                        kinds: bool = True) -> tuple[xr.Dataset | None, xr.Dataset | None]:
+    """``wait_split(ds)`` and ``breakdown(ds)`` (each when asked), reading a dask-backed cube twice for both.
+
+    Only what is asked is held: ``breakdown`` alone keeps a few values per rank, not every call's.
+    """
+    ds = with_loaded_coords(ds)
+    calls = _Calls(ds)
+    floors = calls.over_ranks()
+    blocks = []
+    if split:
+        blocks.append(per_rank(ds, lambda block: np.stack(calls.split(block, floors), axis=-1), calls.metrics,
+                               calls.comm))
+    if kinds:
+        blocks += [per_rank(ds, lambda block: calls.per_kind(block, floors), calls.metrics, calls.comm),
+                   _kind_sums(ds)]
+    computed = list(evaluate(*blocks))
+    out = _split_of(ds, calls, computed.pop(0)) if split else None
+    if not kinds:
+        return out, None
+    comm, kind_sums = computed
+    return out, _breakdown_of(ds, comm[..., :3], kind_sums, (comm[..., 3] > 0).any(axis=1))
+
+
+def _split_of(ds: xr.Dataset, calls: _Calls, parts: np.ndarray) -> xr.Dataset:
+    """``wait_split`` from the moved, waited and estimated parts (run, rank, call, 3) of ``_Calls.split``."""
+    guessed = parts[..., 2] > 0
     return xr.Dataset({
-        "time": (("run", "rank", "call", "part"), _by_part(moved, wait), {"units": "s"}),
-        "estimated": (("run", "call"), ~measured & estimable & (guess > 0).any(axis=1)),
-    }, coords={**run_coords(ds), "rank": ds.variables["rank"], "call": calls, "part": list(PARTS),
-               "wait_kind": ("call", np.where(collective, "wait_collective", "wait_late_sender"))})
+        "time": (("run", "rank", "call", "part"), _by_part(parts[..., 0], parts[..., 1]), {"units": "s"}),
+        "estimated": (("run", "call"), guessed.any(axis=1)),
+    }, coords={**run_coords(ds), "rank": ds.variables["rank"], "call": calls.names, "part": list(PARTS),
+               "wait_kind": ("call", calls.wait_kind)})
 
 
 def _parts(transfer: np.ndarray, waited: np.ndarray, guess: np.ndarray,
@@ -144,21 +195,20 @@ def _by_part(moved: np.ndarray, wait: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.stack([moved, wait]).transpose(0, 3, 1, 2)).transpose(2, 3, 1, 0)
 
 
-def _estimate(transfer: np.ndarray, calls: np.ndarray, shortest: np.ndarray | None,
+def _estimate(transfer: np.ndarray, calls: np.ndarray, floors: dict[str, np.ndarray],
               collective: np.ndarray) -> np.ndarray:
     """Time above the fastest per-call time [s] (per rank total), the estimated wait, (run, rank, call).
 
-    ``transfer`` and ``calls`` are per (run, rank, call), ``shortest`` per (run, call), ``collective``
-    per call.
+    ``transfer`` and ``calls`` are per (run, rank, call), ``floors`` per (run, call) over all ranks
+    (``_Calls.over_ranks``), ``collective`` per call.
     """
-    has_calls = ((calls > 0) | np.isnan(transfer)).all(axis=1)
     per_call = transfer / np.where(calls > 0, calls, np.nan)
-    floor = np.fmin.reduce(per_call, axis=1)
-    if shortest is not None:
-        floor = np.where(collective, np.fmin(floor, shortest), floor)
+    floor = floors["floor"]
+    if "shortest" in floors:
+        floor = np.where(collective, np.fmin(floor, floors["shortest"]), floor)
     above_per_call = (per_call - floor[:, None]) * calls
-    above_total = transfer - np.fmin.reduce(transfer, axis=1)[:, None]
-    usable = has_calls & ~np.isnan(per_call).all(axis=1)
+    above_total = transfer - floors["lowest"][:, None]
+    usable = floors["has_calls"] & floors["any_per_call"]
     return np.clip(zero_nan(np.where(usable[:, None], above_per_call, above_total)), 0.0, None)
 
 
@@ -167,21 +217,16 @@ def breakdown(ds: xr.Dataset, split: xr.Dataset | None = None) -> xr.Dataset:
 
     Returns a Dataset with ``time`` (run, rank, kind), ``total`` (run, rank) and ``estimated``
     (run): True where some wait of the run is estimated rather than measured (see ``wait_split``).
-    Absent ranks are NaN. ``split`` is ``wait_split(ds)`` when already computed (else both are
-    computed in one read of a dask-backed cube).
+    Absent ranks are NaN. ``split`` is ``wait_split(ds)`` when already computed; without it a
+    dask-backed cube is read twice and only per-rank values are held.
     """
     if split is None:
-        return split_and_breakdown(ds)[1]
+        return split_and_breakdown(ds, split=False)[1]
     ds = with_loaded_coords(ds)
-    return _breakdown_of(ds, split, *evaluate(_kind_sums(ds)))
-
-
-def split_and_breakdown(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
-    """``wait_split(ds)`` and ``breakdown(ds)``, reading a dask-backed cube once for both."""
-    ds = with_loaded_coords(ds)
-    sums, kinds = evaluate(_call_sums(ds), _kind_sums(ds))
-    split = _split_of(ds, sums)
-    return split, _breakdown_of(ds, split, kinds)
+    moved, waited = (split["time"].sel(part=part).values for part in PARTS)
+    waits = [_sum_of(waited, split["wait_kind"].values == kind) for kind in WAIT_KINDS]
+    comm = np.stack([np.nansum(moved, axis=-1), *waits], axis=-1)
+    return _breakdown_of(ds, comm, *evaluate(_kind_sums(ds)), split["estimated"].values.any(axis=1))
 
 
 def _kind_sums(ds: xr.Dataset) -> Any:
@@ -199,19 +244,18 @@ def _kind_sums(ds: xr.Dataset) -> Any:
     return per_rank(ds, sums, ["time"])
 
 
-def _breakdown_of(ds: xr.Dataset, split: xr.Dataset, kind_sums: np.ndarray) -> xr.Dataset:
-    """``breakdown`` from ``wait_split`` and the per-rank sums of ``_kind_sums`` (in memory)."""
-    moved, waited = (split["time"].sel(part=part).values for part in PARTS)
-    wait_kind = split["wait_kind"].values
+def _breakdown_of(ds: xr.Dataset, comm: np.ndarray, kind_sums: np.ndarray, estimated: np.ndarray) -> xr.Dataset:
+    """``breakdown`` from per-rank transfer and wait times (run, rank, 3), the sums of ``_kind_sums``
+    and whether some wait of a run is estimated.
+    """
     pieces = {kind: kind_sums[..., i] for i, kind in enumerate(("compute", "io", "other"))}
-    pieces["transfer"] = np.nansum(moved, axis=-1)
-    pieces.update({kind: _sum_of(waited, wait_kind == kind) for kind in WAIT_KINDS})
+    pieces.update({kind: comm[..., i] for i, kind in enumerate(("transfer", *WAIT_KINDS))})
     exists = kind_sums[..., 3] > 0
     stacked = np.where(exists[..., None], np.stack([pieces[kind] for kind in KINDS], axis=-1), np.nan)
     return xr.Dataset({
         "time": (("run", "rank", "kind"), stacked, {"units": "s"}),
         "total": (("run", "rank"), np.where(exists, np.nansum(stacked, axis=-1), np.nan), {"units": "s"}),
-        "estimated": ("run", split["estimated"].values.any(axis=1)),
+        "estimated": ("run", estimated),
     }, coords={**run_coords(ds), "rank": ds.variables["rank"], "kind": list(KINDS)})
 
 
