@@ -372,7 +372,8 @@ def combined_attrs(datasets: Sequence[xr.Dataset], extra_warnings: Sequence[str]
     return {**_common_attrs(datasets), **provenance(reader=readers, warnings=[*warnings, *extra_warnings])}
 
 
-#: Dims whose labels are numbers, combined as a sorted union; other labelled dims keep first-seen order.
+#: Dims whose labels are numbers, combined as a sorted union (as is any dim whose labels are numbers in
+#: every run, e.g. mpiP's ``comm_bin``); other labelled dims keep first-seen order, as text.
 _SORTED_DIMS = ("rank", "sender", "receiver", "size_bin")
 
 
@@ -384,7 +385,7 @@ def _dim_labels(datasets: Sequence[xr.Dataset]) -> dict[str, np.ndarray]:
         having = [d for d in datasets if dim in d.dims]
         if not all(dim in d.indexes for d in having):
             out[dim] = np.arange(max(d.sizes[dim] for d in having))
-        elif dim in _SORTED_DIMS:
+        elif dim in _SORTED_DIMS or all(d[dim].dtype.kind in "iuf" for d in having):
             out[dim] = np.unique(np.concatenate([d[dim].values for d in having]))
         else:
             out[dim] = np.asarray(_ordered_union(d[dim].values for d in having), dtype=object)

@@ -89,3 +89,20 @@ def test_sidecar_metadata(tmp_path):
 def test_unknown_format_name():
     with pytest.raises(ValueError, match="known formats"):
         perfkit.open_profile(ROOT / "data" / "seed" / "mpinside_seed_tables.txt", format="nope")
+
+
+def test_numeric_labels_of_a_reader_dim_stay_numbers_and_cells_stay_in_place():
+    """mpiP's comm_bin (communicator size) differs between runs: every run's cells keep their bin."""
+    import warnings
+
+    files = sorted((ROOT / "tests" / "data" / "mpip" / "real" / "HPCCG-strong").glob("*/*.mpiP"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", perfkit.PerfkitWarning)
+        ds = perfkit.open_runs(files)
+        runs = [perfkit.open_profile(f) for f in files]
+    assert ds["comm_bin"].values.tolist() == [0.0, 8.0, 16.0]
+    for one in runs:
+        share = one["coll_time_share"].isel(run=0)
+        combined = ds["coll_time_share"].sel(run=one["run"].values[0]).sel(
+            {dim: share[dim] for dim in share.dims})
+        xr.testing.assert_equal(combined.reset_coords(drop=True), share.reset_coords(drop=True))
