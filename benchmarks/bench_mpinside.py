@@ -1,4 +1,7 @@
-"""MPInside reading speed against pandas on the same bytes, and open_runs throughput.
+"""MPInside reading speed and peak memory against pandas on the same bytes, and open_runs throughput.
+
+Times are medians of perfkit and pandas called in turn in one process; peak memory is measured in a
+fresh interpreter for each (``timing.peak_memory``) and given per byte of the file.
 
 Run: .venv/bin/python benchmarks/bench_mpinside.py  (writes benchmarks/results/mpinside.json)
 """
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from timing import median_seconds
+from timing import alternating_medians, peak_memory
 
 import perfkit
 from perfkit.io.mpinside_writer import write
@@ -49,17 +52,37 @@ def pandas_reference(path: Path) -> None:
         pd.read_csv(io.BytesIO(body), sep=r"\s+", na_values=["-----"])
 
 
+def memory(path: Path, small: Path) -> dict[str, float]:
+    """Peak memory of perfkit and of the pandas reference on ``path``, each in a fresh interpreter, / file size.
+
+    Both first read ``small`` (what they import on first use is part of the import baseline).
+    """
+    size = path.stat().st_size
+    setup = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import sparse, perfkit, "
+             f"perfkit.io.mpinside; from bench_mpinside import pandas_reference; from pathlib import Path; "
+             f"path, small = Path({str(path)!r}), Path({str(small)!r}); "
+             "perfkit.open_profile(small, format='mpinside'); pandas_reference(small)")
+    runs = {"perfkit": "perfkit.open_profile(path, format='mpinside')", "pandas": "pandas_reference(path)"}
+    return {f"{who}_{kind}_per_file": round(peak / size, 2)
+            for who, statement in runs.items() for kind, peak in peak_memory(setup, statement).items()}
+
+
 def main() -> None:
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = write(big_run(16384, 40), Path(tmp) / "big.txt")
         size_mb = path.stat().st_size / 1e6
-        t_perfkit = median_seconds(lambda: perfkit.open_profile(path, format="mpinside"), 7)
-        t_pandas = median_seconds(lambda: pandas_reference(path), 7)
-        out["read_16384x40"] = {"file_MB": round(size_mb, 1), "perfkit_s": round(t_perfkit, 4),
-                                "pandas_s": round(t_pandas, 4), "ratio": round(t_perfkit / t_pandas, 2)}
-        print(f"16,384 ranks x 40 columns, 5 tables ({size_mb:.1f} MB): perfkit {t_perfkit:.3f} s, "
-              f"pandas read_csv {t_pandas:.3f} s, ratio {t_perfkit / t_pandas:.2f} (target <= 1.5)")
+        t = alternating_medians({"perfkit": lambda: perfkit.open_profile(path, format="mpinside"),
+                                 "pandas": lambda: pandas_reference(path)}, 7)
+        mem = memory(path, write(big_run(4, 40), Path(tmp) / "small.txt"))
+        out["read_16384x40"] = {"file_MB": round(size_mb, 1), "perfkit_s": round(t["perfkit"], 4),
+                                "pandas_s": round(t["pandas"], 4), "ratio": round(t["perfkit"] / t["pandas"], 2),
+                                **mem}
+        print(f"16,384 ranks x 40 columns, 5 tables ({size_mb:.1f} MB): perfkit {t['perfkit']:.3f} s, "
+              f"pandas read_csv {t['pandas']:.3f} s, ratio {t['perfkit'] / t['pandas']:.2f} (target <= 1.5); "
+              f"peak memory / file size: perfkit {mem['perfkit_rss_per_file']} (RSS), "
+              f"{mem['perfkit_traced_per_file']} (tracemalloc), pandas {mem['pandas_rss_per_file']} (RSS) "
+              "(target <= 3)")
         for k in range(200):
             write(big_run(int(32 * (1 + k % 8)), 12, seed=k), Path(tmp) / f"run{k:03d}.txt")
         start = time.perf_counter()

@@ -11,6 +11,7 @@ counted only when a message needs one.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ PLACEHOLDER = b"-----"
 MAX_RANK = 2**31
 #: Bytes read at a time while looking for table headers.
 CHUNK = 1 << 22
+#: Tables longer than this [B] are parsed with inferred column types (int64 columns parse faster).
+_INFER_ABOVE = 1 << 20
 _SNIFF = re.compile(rb"(?m)^[ \t]*>{3,}[ \t]*(Communication\s+time\s+totals|Bytes\s+sent|Calls\s+sending\s+data|"
                     rb"Bytes\s+received|Calls\s+receiving\s+data|Rank\s+\d+\s+Sizes?\s+distribution)", re.I)
 _RANK_TABLES = {
@@ -133,7 +136,7 @@ def _find_headers(fh: BinaryIO, start: int) -> list[tuple[int, int, str]]:
     Reads ``CHUNK`` bytes at a time into one reused buffer (grown only for a longer line).
     """
     found: list[tuple[int, int, str]] = []
-    buf = bytearray(CHUNK)
+    buf = bytearray(max(1, min(CHUNK, os.fstat(fh.fileno()).st_size - start)))
     base, filled, pos = start, 0, 0  # file offset of buf[0]; bytes held; where the search resumes
     fh.seek(start)
     while True:
@@ -216,9 +219,11 @@ def parse_numbers(raw: bytes, ncols: int, lines: Lines, what: str) -> np.ndarray
 
 def _fast_numbers(raw: bytes, ncols: int) -> np.ndarray | None:
     """The table read with ``sep=" "`` (pandas' quickest path), or None when that is not exact."""
+    # inferred column types parse faster; float64 throughout builds small frames faster
+    dtype = None if len(raw) > _INFER_ABOVE else np.float64
     try:
-        frame = pd.read_csv(BytesIO(raw), sep=" ", header=None, engine="c", na_values=[PLACEHOLDER.decode()],
-                            keep_default_na=False)
+        frame = pd.read_csv(BytesIO(raw), sep=" ", header=None, engine="c", dtype=dtype,
+                            na_values=[PLACEHOLDER.decode()], keep_default_na=False)
     except (ValueError, OverflowError):
         return None
     if frame.shape[1] != ncols or any(dtype.kind not in "iuf" for dtype in frame.dtypes):
