@@ -127,19 +127,12 @@ def _expand(patterns: Sequence[str]) -> list[Path]:
     return [path for pattern in patterns for path in expand_paths(pattern)]
 
 
-_NO_TRAFFIC = {
-    "mpip": "this mpiP report has no rank-to-rank traffic (mpiP totals calls per call site, not per partner)",
-    "mpinside": "this MPInside profile has no rank-to-rank traffic (it was written without transfer matrices; "
-                "'perfkit collect --matrices' writes them)",
-    "ipm": "this IPM log has no rank-to-rank traffic (no per-partner entries)",
-    "cube": "this CUBE profile has no rank-to-rank traffic",
-}
-
-
 def read_traffic_matrix(path: str | Path) -> Any:
     """The traffic to place: a profile's ``traffic`` (MPInside with matrices, IPM; read with
     ``perfkit.open_profile``) or bytes sender x receiver from a matrix file ``perfkit.open_matrix``
     reads (CSV, npy/npz, MatrixMarket). ``ValueError`` saying why when the file holds no traffic."""
+    import numpy as np
+
     from perfkit.errors import PerfkitFormatError
     from perfkit.io.matrix import open_matrix
     from perfkit.io.open import open_profile
@@ -155,8 +148,16 @@ def read_traffic_matrix(path: str | Path) -> Any:
                              f"nor a traffic matrix ({not_matrix})") from not_matrix
     ds = open_profile(path, format=fmt)
     traffic = ds.get("traffic")
-    if traffic is None or bool(traffic.sel(quantity="bytes").isnull().all()):
-        raise ValueError(f"{path}: {_NO_TRAFFIC.get(fmt, f'this {fmt} profile has no rank-to-rank traffic')}; "
+    no_traffic = {
+        "mpip": "this mpiP report has no rank-to-rank traffic (mpiP totals calls per call site, not per partner)",
+        "mpinside": "this MPInside profile has no rank-to-rank traffic (it was written without transfer matrices; "
+                    "'perfkit collect --matrices' writes them)",
+        "ipm": "this IPM log has no rank-to-rank traffic (no per-partner entries)",
+        "cube": "this CUBE profile has no rank-to-rank traffic",
+    }
+    measured = None if traffic is None else traffic.sel(quantity="bytes").data  # numpy or sparse.COO
+    if measured is None or (isinstance(measured, np.ndarray) and np.isnan(measured).all()):
+        raise ValueError(f"{path}: {no_traffic.get(fmt, f'this {fmt} profile has no rank-to-rank traffic')}; "
                          "place needs MPInside with transfer matrices, an IPM log, or a matrix file "
                          "(.csv / .txt / .npy / .npz / .mtx)")
     return ds
