@@ -17,6 +17,7 @@ import io
 import math
 import threading
 from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
+import sparse
 import xarray as xr
 
 import perfkit
@@ -56,6 +58,8 @@ COST_ROWS = {
     "weighted_cost": "Scotch objective (weighted bytes)",
     "time_s": "estimated comm time [s]",
 }
+#: Seconds a map runs before the progress bar and Cancel show (quick answers come without flicker).
+BUSY_DELAY_S = 0.4
 #: Up to this many nodes, the heatmaps label every node.
 MAX_NODE_TICKS = 16
 #: Placements remembered per view (switching back to a topology and strategy seen is instant).
@@ -111,14 +115,27 @@ def run_traffic(data: Any, run: str | None) -> Any:
     """The data of one run to place: a one-run Dataset cut to its own ranks, or ``data`` as given.
 
     Runs combined by ``perfkit.open_runs`` share a rank axis as long as the largest run; the
-    placement needs the run's own ranks only.
+    placement needs the run's own ranks only. Sparse traffic is cut on its coordinates.
     """
     if not isinstance(data, xr.Dataset) or "run" not in data.dims:
         return data
     label = run if run else str(data["run"].values[0])
     n = run_ranks(data, label)
     cut = {dim: slice(0, n) for dim in ("rank", "sender", "receiver") if dim in data.dims}
-    return data.sel(run=[label]).isel(cut)
+    one = data.drop_vars("traffic").sel(run=[label]).isel(cut)
+    traffic = data["traffic"]
+    if not isinstance(traffic.data, sparse.SparseArray):
+        return one.assign(traffic=traffic.sel(run=[label]).isel(sender=slice(0, n), receiver=slice(0, n)))
+    coo = traffic.data if isinstance(traffic.data, sparse.COO) else sparse.COO(traffic.data)
+    axis = {dim: k for k, dim in enumerate(traffic.dims)}
+    coords = coo.coords
+    keep = coords[axis["run"]] == int(np.flatnonzero(data["run"].values == label)[0])
+    keep &= (coords[axis["sender"]] < n) & (coords[axis["receiver"]] < n)
+    kept = coords[:, keep]
+    kept[axis["run"]] = 0
+    shape = tuple(one.sizes[dim] for dim in traffic.dims)
+    cut_traffic = sparse.COO(kept, coo.data[keep], shape=shape, fill_value=coo.fill_value, has_duplicates=False)
+    return one.assign(traffic=(traffic.dims, cut_traffic, traffic.attrs))
 
 
 def default_topology(data: Any, run: str | None) -> dict[str, int]:
@@ -253,6 +270,7 @@ class PlacementView:
         self._lock = threading.Lock()
         self._caches: dict[str, OrderedDict] = {}
         self._runs: dict[str, Any] = {}
+        self._results: dict[str, OrderedDict] = {}
         self.result: PlacementResult | None = None
         self._current_ok = False
         self._settled = threading.Event()
@@ -322,12 +340,13 @@ class PlacementView:
         try:
             topology = state.topology()
         except ValueError as problem:
-            self._show_error(problem)
+            with self._hold():
+                self._show_error(problem)
             return
-        label = STRATEGY_LABELS[state.strategy]
-        self.status.object = f"Mapping with {label} on {topology.nodes} x {topology.cores} cores..."
-        self.progress.param.update(visible=True, active=True)
-        self.cancel.visible = True
+        busy = f"Mapping with {STRATEGY_LABELS[state.strategy]} on {topology.nodes} x {topology.cores} cores..."
+        timer = threading.Timer(BUSY_DELAY_S, lambda: self._schedule(partial(self._busy, generation, busy)))
+        timer.daemon = True
+        timer.start()
         job = partial(self._job, generation, state.run, topology, state.strategy, state.timeout)
         threading.Thread(target=job, name="perfkit-placement", daemon=True).start()
 
@@ -335,7 +354,8 @@ class PlacementView:
         """Stop waiting for the running map (its Scotch worker still ends at the time limit)."""
         with self._lock:
             self._generation += 1
-        self._idle("Cancelled: change a control to map again.")
+        with self._hold():
+            self._idle("Cancelled: change a control to map again.")
 
     def launch_file(self, fmt: str) -> io.StringIO:
         """The launch file of the placement shown, in ``fmt``."""
@@ -351,15 +371,35 @@ class PlacementView:
     # --- background job -----------------------------------------------------------------------
 
     def _job(self, generation: int, run: str, topology: Topology, strategy: str, timeout: float) -> None:
+        results = self._results.setdefault(run, OrderedDict())
+        outcome: PlacementResult | Exception | None = results.get((topology, strategy))
         try:
-            if run not in self._runs:
-                self._runs[run] = run_traffic(self.data, run or None)
-            cache = self._caches.setdefault(run, OrderedDict())
-            outcome: PlacementResult | Exception = compute_result(self._runs[run], topology, strategy,
-                                                                  timeout=timeout, cache=cache)
+            if outcome is None:
+                if run not in self._runs:
+                    self._runs[run] = run_traffic(self.data, run or None)
+                cache = self._caches.setdefault(run, OrderedDict())
+                outcome = compute_result(self._runs[run], topology, strategy, timeout=timeout, cache=cache)
+                results[(topology, strategy)] = outcome
+                while len(results) > CACHE_SIZE:
+                    results.popitem(last=False)
         except Exception as problem:  # shown in the tab: a failed map must not take the dashboard down
             outcome = problem
         self._schedule(partial(self._finish, generation, outcome))
+
+    def _busy(self, generation: int, message: str) -> None:
+        """Show the progress bar and Cancel, if the job ``generation`` is still running."""
+        with self._lock:
+            running = generation == self._generation and not self._settled.is_set()
+        if running:
+            with self._hold():
+                self.status.object = message
+                self.progress.param.update(visible=True, active=True)
+                self.cancel.visible = True
+
+    def _hold(self) -> Any:
+        """Collect the page changes made inside into one message to a served page (one layout pass there)."""
+        doc = self._doc
+        return pn.io.hold(doc) if doc is not None and doc.session_context is not None else nullcontext()
 
     def _schedule(self, callback: Any) -> None:
         """Run ``callback`` where the page may be changed: the server's event loop, or here in a notebook."""
@@ -374,9 +414,13 @@ class PlacementView:
             stale = generation != self._generation
         if stale:
             return
-        if isinstance(outcome, Exception):
-            self._show_error(outcome)
-            return
+        with self._hold():
+            if isinstance(outcome, Exception):
+                self._show_error(outcome)
+            else:
+                self._show(outcome)
+
+    def _show(self, outcome: PlacementResult) -> None:
         self.result, self._current_ok = outcome, True
         self.decision.object = decision_text(outcome)
         self.table.object = outcome.table

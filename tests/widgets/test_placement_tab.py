@@ -112,9 +112,10 @@ def test_impossible_topology_is_reported_not_raised(run96):
     assert view.wait() is None and "do not fit" in view.status.object
 
 
-def test_run_follows_the_explorer_and_is_cut_to_its_ranks(series):
+def test_run_follows_the_explorer_and_is_cut_to_its_ranks(series, run96):
     cut = run_traffic(series, "48/slt")
     assert cut.sizes["sender"] == 48 and cut.sizes["rank"] == 48 and list(cut["run"].values) == ["48/slt"]
+    np.testing.assert_array_equal(dense_bytes(run_traffic(series, "96/slt")), dense_bytes(run96))
     state = rank_state(series, "96/slt")
     view = placement_view(series, state)
     assert view.wait().placed.nranks == 96
@@ -129,6 +130,15 @@ def test_bare_matrix_has_no_prediction():
     result = view.wait()
     assert result.placed.nranks == 64 and (view.state.nodes, view.state.cores) == (4, 16)
     assert result.prediction is None and "bare matrix" in view.prediction.object
+
+
+def wait_for(condition, timeout: float = 10.0) -> None:
+    done = threading.Event()
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return
+        done.wait(0.05)
+    raise AssertionError("condition not met")
 
 
 def join_jobs() -> None:
@@ -150,7 +160,7 @@ def test_stale_and_cancelled_results_are_discarded(run96, monkeypatch):
 
     monkeypatch.setattr(tab, "compute_result", slow)
     view.state.strategy = "random"  # blocks until released
-    assert view.progress.visible and view.cancel.visible
+    wait_for(lambda: view.progress.visible and view.cancel.visible and "Mapping with random" in view.status.object)
     view.state.strategy = "round_robin"  # supersedes it
     assert view.wait().placed.strategy == "round_robin"
     release.set()
@@ -158,7 +168,7 @@ def test_stale_and_cancelled_results_are_discarded(run96, monkeypatch):
     assert view.result.placed.strategy == "round_robin" and "round-robin" in view.decision.object
 
     release.clear()
-    view.state.strategy = "random"
+    view.state.param.update(strategy="random", nodes=8)  # not seen yet (seen ones come from the tab's cache)
     view.cancel_job()
     assert not view.progress.visible and "Cancelled" in view.status.object
     release.set()
