@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -44,42 +43,17 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from perfkit.errors import PerfkitFormatError
+from perfkit.io.mpip_scan import Report, Section, fail, scan
+from perfkit.io.mpip_tables import parse
 from perfkit.model import COMPUTE, METRICS, make_run
-from perfkit.options import too_big
 
 READER = "perfkit.io.mpip"
-SUPPORTED_MAJOR = (2, 3)
 STATS = ("total", "mean", "max", "min")
 TASK_STATS = (*STATS, "stddev")
 
-_HEADING = re.compile(r"^@--- (.*?)\s*-*\s*$")
-_COUNTED = re.compile(r"^(.*?):\s*(\d+)$")
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 _CALLSITE_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(?:(\d+)\s+)?(\S.*?)\s*$")
 _QUIET_LINES = ("No collective operations to report", "No point to point operations to report")
 _THRESHOLD_NOTE = "Total send/collective operation calls"
-
-# Section titles (without a trailing ": N") -> internal key.
-_TITLES = {
-    "MPI Time (seconds)": "task",
-    "Task Time Statistics (seconds)": "task_concise",
-    "Callsites": "callsites",
-    "Aggregate Time (top twenty, descending, milliseconds)": "agg_time",
-    "Aggregate Sent Message Size (top twenty, descending, bytes)": "agg_sent",
-    "Aggregate I/O Size (top twenty, descending, bytes)": "agg_io",
-    "Aggregate RMA Origin Size (top twenty, descending, bytes)": "agg_rma",
-    "Aggregate Collective Time (top twenty, descending)": "hist_coll",
-    "Aggregate Point-To-Point Sent (top twenty, descending)": "hist_p2p",
-    "Callsite Time statistics (all, milliseconds)": "cs_time",
-    "Callsite Time statistics (all callsites, milliseconds)": "cs_time_concise",
-    "Callsite Message Sent statistics (all, sent bytes)": "cs_sent",
-    "Callsite Message Sent statistics (all callsites, sent bytes)": "cs_sent_concise",
-    "Callsite I/O statistics (all, I/O bytes)": "cs_io",
-    "Callsite I/O statistics (all callsites, bytes)": "cs_io_concise",
-    "Callsite RMA statistics (all, origin bytes)": "cs_rma",
-    "Callsite RMA Target statistics (all callsites, bytes)": "cs_rma_concise",
-}
 _BYTES_KINDS = ("sent", "io", "rma")
 _TIME_COLUMNS = ("Name", "Site", "Rank", "Count", "Max", "Mean", "Min", "App%", "MPI%")
 _BYTES_COLUMNS = ("Name", "Site", "Rank", "Count", "Max", "Mean", "Min", "Sum")
@@ -88,28 +62,6 @@ _HIST_COLUMNS = {
     "hist_coll": ("Call", "MPI", "Time", "%", "Comm", "Size", "Data", "Size"),
     "hist_p2p": ("Call", "MPI", "Sent", "%", "Comm", "Size", "Data", "Size"),
 }
-
-
-@dataclass
-class _Section:
-    """Raw lines of one ``@--- Title ---`` section: its column header and its rows."""
-
-    title: str
-    line: int
-    declared: int | None
-    header: tuple[int, str] | None = None
-    rows: list[tuple[int, str]] = field(default_factory=list)
-
-
-@dataclass
-class _Report:
-    """One mpiP report split into header facts and raw sections (one pass over the lines)."""
-
-    path: Path
-    header: dict[str, tuple[int, str]]
-    hosts: dict[int, str]
-    sections: dict[str, _Section]
-    warnings: list[str]
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -124,7 +76,7 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
     File facts (nprocs, nodes, ppn, elapsed, format) take precedence over ``run_metadata``,
     which fills the rest (label, source, system...).
     """
-    report = _scan(Path(path))
+    report = scan(Path(path))
     if "cs_time_concise" in report.sections or "task_concise" in report.sections:
         return _concise_dataset(report, run_metadata)
     return _verbose_dataset(report, run_metadata)
@@ -142,7 +94,7 @@ def callsites(path: str | PathLike) -> pd.DataFrame:
     Both carry ``site``, ``function`` (``MPI_Xxx``), ``file``, ``line``, ``parent`` (level 0 of
     the stack) and ``stack`` (all levels, ``func (file:line)`` joined by `` < ``).
     """
-    report = _scan(Path(path))
+    report = scan(Path(path))
     if "cs_time_concise" in report.sections:
         table = _concise_site_table(report)
     else:
@@ -150,118 +102,10 @@ def callsites(path: str | PathLike) -> pd.DataFrame:
     return _with_locations(report, table)
 
 
-# ---------------------------------------------------------------- scanning
-
-
-def _fail(report_or_path: _Report | Path, line: int | None, message: str) -> PerfkitFormatError:
-    path = report_or_path.path if isinstance(report_or_path, _Report) else report_or_path
-    return PerfkitFormatError(path, line, message)
-
-
-def _scan(path: Path) -> _Report:
-    """Split the report into header facts and sections; check the frame (header, end marker)."""
-    _check_frame(path)
-    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
-    first = next((i for i, text in enumerate(lines) if text.strip()), None)
-    if first is None:
-        raise _fail(path, None, "the file is empty (expected an mpiP report starting with '@ mpiP')")
-    if lines[first].strip() != "@ mpiP":
-        raise _fail(path, first + 1, f"expected '@ mpiP' (an mpiP report), found {lines[first].strip()[:60]!r}")
-    report = _Report(path, {}, {}, {}, [])
-    current: _Section | None = None
-    ended = False
-    for lineno, text in enumerate(lines[first + 1:], start=first + 2):
-        if text.startswith("@---"):
-            current = _open_section(report, lineno, text)
-            if current is None:
-                ended = True
-                _check_trailer(report, lines, lineno)
-                break
-            continue
-        stripped = text.strip()
-        if not stripped or stripped.strip("-") == "":
-            continue
-        if current is None:
-            _header_line(report, lineno, text)
-        elif current.header is None:
-            current.header = (lineno, text)
-        else:
-            current.rows.append((lineno, text))
-    if not ended:
-        raise _fail(path, len(lines), "file ends without the '@--- End of Report' heading: the report is truncated")
-    _check_version(report)
-    return report
-
-
-def _check_frame(path: Path) -> None:
-    """Before decoding the whole file: its size within ``max_bytes``, an end marker in its last 64 KiB."""
-    size = path.stat().st_size
-    refusal = too_big(4.0 * size, "holding this mpiP report decoded")  # text + line list: ~4x the bytes
-    if refusal:
-        raise _fail(path, None, refusal)
-    with open(path, "rb") as fh:
-        fh.seek(max(size - 65536, 0))
-        tail = fh.read()
-    if size > 65536 and b"@--- End of Report" not in tail:
-        raise _fail(path, None, "no '@--- End of Report' heading in the last 64 KiB: the report is truncated or "
-                                "followed by something else")
-
-
-def _open_section(report: _Report, lineno: int, text: str) -> _Section | None:
-    """Register the section headed by ``text``; None for the End of Report heading."""
-    match = _HEADING.match(text.rstrip())
-    title = match.group(1).strip() if match else ""
-    if title == "End of Report":
-        return None
-    counted = _COUNTED.match(title)
-    base, declared = (counted.group(1).strip(), int(counted.group(2))) if counted else (title, None)
-    key = _TITLES.get(base)
-    section = _Section(title, lineno, declared)
-    if key is None:
-        report.warnings.append(f"line {lineno}: section {title!r} is not read by this reader")
-        return section
-    if key in report.sections:
-        raise _fail(report, lineno, f"section {title!r} appears a second time (two reports in one file?)")
-    report.sections[key] = section
-    return section
-
-
-def _header_line(report: _Report, lineno: int, text: str) -> None:
-    """Record one ``@ Key : value`` line of the report header."""
-    if not text.startswith("@ ") or ":" not in text:
-        raise _fail(report, lineno, f"expected an '@ Key : value' header line, found {text.strip()[:60]!r}")
-    key, _, value = text[2:].partition(":")
-    key, value = key.strip(), value.strip()
-    if key == "MPI Task Assignment":
-        rank, _, host = value.partition(" ")
-        if not rank.isdigit():
-            raise _fail(report, lineno, f"expected 'rank host' after MPI Task Assignment, found {value!r}")
-        report.hosts[int(rank)] = host.strip()
-    else:
-        report.header[key] = (lineno, value)
-
-
-def _check_trailer(report: _Report, lines: list[str], end_line: int) -> None:
-    extra = [i + 1 for i in range(end_line, len(lines)) if lines[i].strip().strip("-")]
-    if extra:
-        report.warnings.append(f"lines {extra[0]}-{extra[-1]}: text after '@--- End of Report' not read")
-
-
-def _check_version(report: _Report) -> None:
-    if "Version" not in report.header:
-        raise _fail(report, 2, "expected an '@ Version : x.y.z' line in the report header")
-    lineno, value = report.header["Version"]
-    match = _VERSION.match(value)
-    if not match:
-        raise _fail(report, lineno, f"expected a version number like 3.5.0, found {value!r}")
-    if int(match.group(1)) not in SUPPORTED_MAJOR:
-        raise _fail(report, lineno, f"mpiP version {value} is not supported (expected 2.x or 3.x)")
-
-
 # ---------------------------------------------------------------- tables
 
 
-def _tokens(report: _Report, section: _Section, ncols: int) -> tuple[list[int], list[list[str]]]:
+def _tokens(report: Report, section: Section, ncols: int) -> tuple[list[int], list[list[str]]]:
     """Rows of ``section`` split on whitespace; each must have ``ncols`` fields."""
     linenos, rows = [], []
     for lineno, text in section.rows:
@@ -273,16 +117,16 @@ def _tokens(report: _Report, section: _Section, ncols: int) -> tuple[list[int], 
             if note.startswith(_THRESHOLD_NOTE):
                 report.warnings.append(f"line {lineno}: {note!r} not read")
                 continue
-            raise _fail(report, lineno, f"expected {ncols} columns in section {section.title!r}, found {len(fields)}")
+            raise fail(report, lineno, f"expected {ncols} columns in section {section.title!r}, found {len(fields)}")
         linenos.append(lineno)
         rows.append(fields)
     return linenos, rows
 
 
-def _check_header(report: _Report, section: _Section, expected: Sequence[str]) -> None:
+def _check_header(report: Report, section: Section, expected: Sequence[str]) -> None:
     if section.header is None:
         if section.rows:
-            raise _fail(report, section.rows[0][0], f"section {section.title!r} lacks its column header")
+            raise fail(report, section.rows[0][0], f"section {section.title!r} lacks its column header")
         return
     lineno, text = section.header
     if text.strip().startswith(_QUIET_LINES):
@@ -290,10 +134,10 @@ def _check_header(report: _Report, section: _Section, expected: Sequence[str]) -
         return
     if tuple(text.split()) != tuple(expected):
         found = text.strip()
-        raise _fail(report, lineno, f"expected columns {' '.join(expected)} in {section.title!r}, found {found!r}")
+        raise fail(report, lineno, f"expected columns {' '.join(expected)} in {section.title!r}, found {found!r}")
 
 
-def _numbers(report: _Report, linenos: list[int], values: Sequence[str], column: str) -> np.ndarray:
+def _numbers(report: Report, linenos: list[int], values: Sequence[str], column: str) -> np.ndarray:
     """Column of numeric text -> float64 (PerfkitFormatError naming the first bad line)."""
     try:
         return np.asarray(values, dtype=np.float64)
@@ -302,19 +146,19 @@ def _numbers(report: _Report, linenos: list[int], values: Sequence[str], column:
             try:
                 float(value)
             except ValueError:
-                raise _fail(report, lineno, f"expected a number in column {column!r}, found {value!r}") from None
+                raise fail(report, lineno, f"expected a number in column {column!r}, found {value!r}") from None
         raise
 
 
-def _integers(report: _Report, linenos: list[int], values: Sequence[str], column: str) -> np.ndarray:
+def _integers(report: Report, linenos: list[int], values: Sequence[str], column: str) -> np.ndarray:
     numbers = _numbers(report, linenos, values, column)
     bad = np.flatnonzero(numbers != np.round(numbers))
     if bad.size:
-        raise _fail(report, linenos[bad[0]], f"expected an integer in column {column!r}, found {values[bad[0]]!r}")
+        raise fail(report, linenos[bad[0]], f"expected an integer in column {column!r}, found {values[bad[0]]!r}")
     return numbers.astype(np.int64)
 
 
-def _ranks(report: _Report, linenos: list[int], values: Sequence[str]) -> np.ndarray:
+def _ranks(report: Report, linenos: list[int], values: Sequence[str]) -> np.ndarray:
     """Rank column: integers, -1 for the ``*`` aggregate rows."""
     text = np.asarray(values, dtype=object)
     star = text == "*"
@@ -329,12 +173,20 @@ def _columns(rows: list[list[str]], ncols: int) -> list[list[str]]:
     return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(ncols)]
 
 
-def _task_times(report: _Report) -> pd.DataFrame:
-    """MPI Time section: AppTime, MPITime [s] per rank (index rank, -1 = ``*``)."""
+def _task_times(report: Report) -> pd.DataFrame:
+    """MPI Time section: AppTime, MPITime [s] per rank (index rank, -1 = ``*``; ``line`` when read by line)."""
     section = report.sections.get("task")
     if section is None:
-        raise _fail(report, None, "expected an '@--- MPI Time (seconds)' section in a verbose report")
-    _check_header(report, section, ("Task", "AppTime", "MPITime", "MPI%"))
+        raise fail(report, None, "expected an '@--- MPI Time (seconds)' section in a verbose report")
+    columns = ("Task", "AppTime", "MPITime", "MPI%")
+    _check_header(report, section, columns)
+    fast = parse(section, columns, integers=("Task",), star="Task")
+    if fast is not None:
+        frame = pd.DataFrame({"app": fast["AppTime"].to_numpy(), "mpi": fast["MPITime"].to_numpy()},
+                             index=pd.Index(np.nan_to_num(fast["Task"].to_numpy(), nan=-1).astype(np.int64),
+                                            name="rank"))
+        if frame.index.is_unique:
+            return frame
     linenos, rows = _tokens(report, section, 4)
     task, app, mpi, _pct = _columns(rows, 4)
     frame = pd.DataFrame({
@@ -343,43 +195,85 @@ def _task_times(report: _Report) -> pd.DataFrame:
         "line": linenos,
     }, index=pd.Index(_ranks(report, linenos, task), name="rank"))
     if not frame.index.is_unique:
-        raise _fail(report, linenos[int(np.argmax(frame.index.duplicated()))], "a task appears twice in MPI Time")
+        raise fail(report, linenos[int(np.argmax(frame.index.duplicated()))], "a task appears twice in MPI Time")
     return frame
 
 
-def _site_arrays(report: _Report, key: str, columns: Sequence[str]) -> dict[str, np.ndarray] | None:
-    """A verbose per-rank call-site table (time or bytes) as column arrays (rank -1 = ``*``), or None."""
+def _site_arrays(report: Report, key: str, columns: Sequence[str]) -> dict[str, Any] | None:
+    """A verbose per-rank call-site table (time or bytes) as column arrays (rank -1 = ``*``), or None.
+
+    Columns ``function`` (``MPI_Xxx`` per row), ``fcode`` (its index in ``fnames``), ``site``,
+    ``rank``, ``count`` and the statistics columns; ``key`` names the section, and ``line_no``
+    the line of each row when the section was read line by line.
+    """
     section = report.sections.get(key)
     if section is None:
         return None
     _check_header(report, section, columns)
+    fast = parse(section, columns, text="Name", integers=("Site", "Rank", "Count"), star="Rank")
+    if fast is not None:
+        codes, names = pd.factorize(fast["Name"].to_numpy())
+        fnames = np.array(["MPI_" + name for name in names], dtype=object)
+        out: dict[str, Any] = {
+            "key": key, "fnames": fnames, "fcode": codes.astype(np.int64),
+            "site": fast["Site"].to_numpy().astype(np.int64),
+            "rank": np.nan_to_num(fast["Rank"].to_numpy(), nan=-1).astype(np.int64),
+            "count": fast["Count"].to_numpy().astype(np.int64),
+            **{name: fast[name].to_numpy() for name in columns[4:]},
+        }
+        out["function"] = fnames[out["fcode"]]
+        if not _duplicated(out):
+            return out
     linenos, rows = _tokens(report, section, len(columns))
     cols = dict(zip(columns, _columns(rows, len(columns)), strict=True))
+    fcode, fnames = pd.factorize(np.array(["MPI_" + name for name in cols["Name"]], dtype=object))
     out = {
-        "function": np.array(["MPI_" + name for name in cols["Name"]], dtype=object),
+        "key": key, "fnames": np.asarray(fnames, dtype=object), "fcode": fcode.astype(np.int64),
         "site": _integers(report, linenos, cols["Site"], "Site"),
         "rank": _ranks(report, linenos, cols["Rank"]),
         "count": _integers(report, linenos, cols["Count"], "Count"),
         "line_no": np.asarray(linenos, dtype=np.int64),
     }
+    out["function"] = out["fnames"][fcode]
     for name in columns[4:]:
         out[name] = _numbers(report, linenos, cols[name], name)
     _check_unique(report, out, section.title)
     return out
 
 
-def _check_unique(report: _Report, rows: dict[str, np.ndarray], what: str) -> None:
-    """Each (function, site, rank) at most once in a table."""
+def _duplicated(rows: dict[str, Any]) -> bool:
+    """True if some (function, site, rank) appears twice (rows in mpiP's order are checked in O(n))."""
+    site, rank = rows["site"], rows["rank"]
+    if not site.size:
+        return False
+    span_rank, span_site = int(rank.max()) - int(rank.min()) + 2, int(site.max()) - int(site.min()) + 1
+    if float(span_rank) * span_site * len(rows["fnames"]) < 2.0**62:
+        key = ((rows["fcode"] * span_site + site - site.min()) * span_rank
+               + np.where(rank < 0, span_rank - 1, rank - rank.min()))  # '*' rows last, as mpiP prints them
+        if (np.diff(key) > 0).all():
+            return False
+    return bool(pd.DataFrame({"f": rows["fcode"], "s": site, "r": rank}).duplicated().any())
+
+
+def _check_unique(report: Report, rows: dict[str, Any], what: str) -> None:
+    """Each (function, site, rank) at most once in a table read line by line."""
     keys = list(zip(rows["function"], rows["site"].tolist(), rows["rank"].tolist(), strict=True))
     if len(set(keys)) != len(keys):
         seen: set[tuple[str, int, int]] = set()
         for key, lineno in zip(keys, rows["line_no"].tolist(), strict=True):
             if key in seen:
-                raise _fail(report, lineno, f"site {key[1]} rank {key[2]} appears twice in {what!r}")
+                raise fail(report, lineno, f"site {key[1]} rank {key[2]} appears twice in {what!r}")
             seen.add(key)
 
 
-def _concise_rows(report: _Report, key: str) -> pd.DataFrame | None:
+def _row_line(report: Report, rows: dict[str, Any], i: int) -> int:
+    """Line number of row ``i`` of a call-site table (found in the section's text when read fast)."""
+    if "line_no" in rows:
+        return int(rows["line_no"][i])
+    return report.sections[rows["key"]].rows[i][0]
+
+
+def _concise_rows(report: Report, key: str) -> pd.DataFrame | None:
     """A concise call-site table (Tasks, Max/Mean/Min per task, MaxRnk/MinRnk), or None."""
     section = report.sections.get(key)
     if section is None:
@@ -398,11 +292,11 @@ def _concise_rows(report: _Report, key: str) -> pd.DataFrame | None:
     frame["MinRnk"] = _integers(report, linenos, cols["MinRnk"], "MinRnk")
     if frame.duplicated(["function", "site"]).any():
         row = int(np.argmax(frame.duplicated(["function", "site"]).to_numpy()))
-        raise _fail(report, linenos[row], f"call site {frame['site'].iloc[row]} appears twice in {section.title!r}")
+        raise fail(report, linenos[row], f"call site {frame['site'].iloc[row]} appears twice in {section.title!r}")
     return frame
 
 
-def _callsite_locations(report: _Report) -> dict[int, tuple[str, str, int, str, str]]:
+def _callsite_locations(report: Report) -> dict[int, tuple[str, str, int, str, str]]:
     """Callsites section: site ID -> (MPI call, file, line or -1, parent, stack with level 0 first)."""
     section = report.sections.get("callsites")
     if section is None:
@@ -413,21 +307,21 @@ def _callsite_locations(report: _Report) -> dict[int, tuple[str, str, int, str, 
     for lineno, text in section.rows:
         match = _CALLSITE_ROW.match(text)
         if match is None:
-            raise _fail(report, lineno, "expected 'ID Lev File/Address [Line] Parent_Funct [MPI_Call]' call-site row")
+            raise fail(report, lineno, "expected 'ID Lev File/Address [Line] Parent_Funct [MPI_Call]' call-site row")
         site, level, file, line, rest = match.groups()
         site, level = int(site), int(level)
         frame = f"{file}:{line}" if line else file
         if level == 0:
             parent, _, call = rest.rpartition(" ")
             if not parent.strip():
-                raise _fail(report, lineno, "expected Parent_Funct and MPI_Call at stack level 0")
+                raise fail(report, lineno, "expected Parent_Funct and MPI_Call at stack level 0")
             if site in sites:
-                raise _fail(report, lineno, f"call site {site} is listed twice")
+                raise fail(report, lineno, f"call site {site} is listed twice")
             parent = parent.strip()
             sites[site] = ["MPI_" + call, file, int(line) if line else -1, parent, [f"{parent} ({frame})"]]
             last = site
         elif site != last:
-            raise _fail(report, lineno, f"stack level {level} of call site {site} does not follow its level 0 row")
+            raise fail(report, lineno, f"stack level {level} of call site {site} does not follow its level 0 row")
         else:
             sites[site][4].append(f"{rest} ({frame})")
     if section.declared is not None and section.declared != len(sites):
@@ -435,7 +329,7 @@ def _callsite_locations(report: _Report) -> dict[int, tuple[str, str, int, str, 
     return {site: (*v[:4], " < ".join(v[4])) for site, v in sites.items()}
 
 
-def _histogram(report: _Report, key: str) -> dict[str, np.ndarray] | None:
+def _histogram(report: Report, key: str) -> dict[str, Any] | None:
     """``-y`` / ``-p`` histogram rows: function, percent, comm bin and data-size bin lower edges."""
     section = report.sections.get(key)
     if section is None:
@@ -453,7 +347,7 @@ def _histogram(report: _Report, key: str) -> dict[str, np.ndarray] | None:
     }
 
 
-def _aggregate_time(report: _Report) -> dict[str, Any] | None:
+def _aggregate_time(report: Report) -> dict[str, Any] | None:
     """Aggregate Time (top twenty): site totals [ms]; columns vary with version (Count) and COV."""
     section = report.sections.get("agg_time")
     if section is None or section.header is None:
@@ -461,7 +355,7 @@ def _aggregate_time(report: _Report) -> dict[str, Any] | None:
     lineno, text = section.header
     names = tuple(text.split())
     if names[:5] != ("Call", "Site", "Time", "App%", "MPI%") or not set(names[5:]) <= {"Count", "COV"}:
-        raise _fail(report, lineno, f"expected columns Call Site Time App% MPI% [Count] [COV], found {text.strip()!r}")
+        raise fail(report, lineno, f"expected columns Call Site Time App% MPI% [Count] [COV], found {text.strip()!r}")
     linenos, rows = _tokens(report, section, len(names))
     cols = dict(zip(names, _columns(rows, len(names)), strict=True))
     return {
@@ -472,7 +366,7 @@ def _aggregate_time(report: _Report) -> dict[str, Any] | None:
     }
 
 
-def _aggregate_bytes(report: _Report, key: str) -> None:
+def _aggregate_bytes(report: Report, key: str) -> None:
     """Check the shape of a top-twenty bytes table (its content repeats the call-site tables)."""
     section = report.sections.get(key)
     if section is None or section.header is None:
@@ -486,7 +380,7 @@ def _aggregate_bytes(report: _Report, key: str) -> None:
 # ---------------------------------------------------------------- verbose reports
 
 
-def _verbose_site_table(report: _Report) -> pd.DataFrame:
+def _verbose_site_table(report: Report) -> pd.DataFrame:
     """Per-rank and ``*`` rows of the time and bytes call-site tables, joined on (function, site, rank)."""
     time = _site_arrays(report, "cs_time", _TIME_COLUMNS)
     keys = ["function", "site", "rank"]
@@ -519,7 +413,7 @@ def _empty(**dtypes: Any) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series([], dtype=dtype) for name, dtype in dtypes.items()})
 
 
-def _with_locations(report: _Report, table: pd.DataFrame) -> pd.DataFrame:
+def _with_locations(report: Report, table: pd.DataFrame) -> pd.DataFrame:
     """Add file, line, parent and stack of each call site (NaN/empty with ``-k 0``)."""
     columns = ["site", "function", "file", "line", "parent", "stack"]
     rows = [(site, *values) for site, values in _callsite_locations(report).items()]
@@ -532,7 +426,7 @@ def _with_locations(report: _Report, table: pd.DataFrame) -> pd.DataFrame:
     return table[ordered].sort_values(["function", "site", "rank"], na_position="last").reset_index(drop=True)
 
 
-def _verbose_dataset(report: _Report, user: dict[str, Any]) -> xr.Dataset:
+def _verbose_dataset(report: Report, user: dict[str, Any]) -> xr.Dataset:
     tasks = _task_times(report)
     per_rank = tasks.drop(index=-1, errors="ignore").sort_index()
     ranks = per_rank.index.to_numpy()
@@ -546,8 +440,9 @@ def _verbose_dataset(report: _Report, user: dict[str, Any]) -> xr.Dataset:
     _check_aggregate_time(report, time)
     for key in ("agg_sent", "agg_io", "agg_rma"):
         _aggregate_bytes(report, key)
-    named = {f for rows in tables.values() if rows is not None for f in rows["function"]}
+    named = {str(f) for rows in tables.values() if rows is not None for f in rows["fnames"]}
     functions = sorted(named | _histogram_functions(report))
+    report.source.release()  # every section is read: the cube is built without the file's bytes
     metrics = [*METRICS, "time_max", "time_min", *(f"bytes_{k}" for k in ("io", "rma") if k in tables)]
     cube = _rank_cube(report, tables, ranks, functions, metrics)
     _check_rank_sums(report, time, ranks, per_rank, cube[:, :, metrics.index("time")])
@@ -563,20 +458,19 @@ def _verbose_dataset(report: _Report, user: dict[str, Any]) -> xr.Dataset:
     return ds
 
 
-def _indices(report: _Report, rows: dict[str, np.ndarray], ranks: np.ndarray,
+def _indices(report: Report, rows: dict[str, Any], ranks: np.ndarray,
              functions: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mask of per-rank rows, their rank index and function index in the cube."""
     mask = rows["rank"] >= 0
     r = np.searchsorted(ranks, rows["rank"][mask]).clip(max=max(len(ranks) - 1, 0))
     unknown = mask.nonzero()[0][ranks[r] != rows["rank"][mask]] if len(ranks) else mask.nonzero()[0]
     if unknown.size:
-        raise _fail(report, int(rows["line_no"][unknown[0]]), "rank absent from the MPI Time section")
-    lookup = {f: i for i, f in enumerate(functions)}
-    f = np.fromiter((lookup[name] for name in rows["function"][mask]), dtype=np.int64, count=int(mask.sum()))
+        raise fail(report, _row_line(report, rows, int(unknown[0])), "rank absent from the MPI Time section")
+    f = pd.Index(functions).get_indexer(rows["fnames"])[rows["fcode"][mask]]
     return mask, r, f
 
 
-def _rank_cube(report: _Report, tables: dict[str, dict[str, np.ndarray] | None], ranks: np.ndarray,
+def _rank_cube(report: Report, tables: dict[str, dict[str, Any] | None], ranks: np.ndarray,
                functions: list[str], metrics: list[str]) -> np.ndarray:
     """(rank, function, metric) sums over call sites of the per-rank rows (NaN where unknown)."""
     cube = np.full((len(ranks), len(functions), len(metrics)), np.nan)
@@ -584,54 +478,67 @@ def _rank_cube(report: _Report, tables: dict[str, dict[str, np.ndarray] | None],
     time = tables["time"]
     if time is None:
         return cube
+
+    def plane_sum(flat: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return np.bincount(flat, weights=values, minlength=shape[0] * shape[1]).reshape(shape)
+
     mask, r, f = _indices(report, time, ranks, functions)
+    flat = r * shape[1] + f
     for metric, values in (("time", time["count"] * time["Mean"] / 1e3), ("calls", time["count"])):
-        plane = np.zeros(shape)
-        np.add.at(plane, (r, f), values[mask])
-        cube[:, :, metrics.index(metric)] = plane
+        cube[:, :, metrics.index(metric)] = plane_sum(flat, values[mask].astype(np.float64))
     for metric, column, op, start in (("time_max", "Max", np.fmax, -np.inf), ("time_min", "Min", np.fmin, np.inf)):
-        plane = np.full(shape, start)
-        op.at(plane, (r, f), time[column][mask] / 1e3)
+        plane = np.full(shape[0] * shape[1], start)
+        op.at(plane, flat, time[column][mask] / 1e3)
         plane[np.isinf(plane)] = np.nan
-        cube[:, :, metrics.index(metric)] = plane
+        cube[:, :, metrics.index(metric)] = plane.reshape(shape)
     cube[:, :, metrics.index("bytes_sent")] = cube[:, :, metrics.index("calls_sent")] = 0.0  # no section: none sent
     for kind in ("sent", "io", "rma"):
         if kind in tables:
             bmask, br, bf = _indices(report, tables[kind], ranks, functions)
+            bflat = br * shape[1] + bf
             for metric, column in ((f"bytes_{kind}", "Sum"), ("calls_sent", "count")):
                 if metric in metrics and (kind == "sent" or metric != "calls_sent"):
-                    plane = np.zeros(shape)
-                    np.add.at(plane, (br, bf), tables[kind][column][bmask])
-                    cube[:, :, metrics.index(metric)] = plane
-    timed = np.isin(functions, list(set(time["function"])))
+                    values = tables[kind][column][bmask].astype(np.float64)
+                    cube[:, :, metrics.index(metric)] = plane_sum(bflat, values)
+    timed = np.isin(functions, time["fnames"])
     timing = [metrics.index(m) for m in ("time", "calls", "time_max", "time_min")]
     cube[np.ix_(np.arange(len(ranks)), np.flatnonzero(~timed), timing)] = np.nan  # no time rows: unknown
     _blank_hidden(report, time, ranks, functions, metrics, cube)
     return cube
 
 
-def _blank_hidden(report: _Report, time: dict[str, np.ndarray], ranks: np.ndarray, functions: list[str],
+def _pairs(rows: dict[str, Any]) -> np.ndarray:
+    """Index of each row's (function, site) pair (pairs numbered in ascending order)."""
+    site = rows["site"]
+    if not site.size:
+        return np.zeros(0, dtype=np.int64)
+    span = int(site.max()) - int(site.min()) + 1
+    if span * len(rows["fnames"]) > 4 * site.size:  # sparse site IDs: hash them
+        return pd.DataFrame({"f": rows["fcode"], "s": site}).groupby(["f", "s"]).ngroup().to_numpy()
+    key = rows["fcode"] * span + (site - site.min())
+    seen = np.zeros(span * len(rows["fnames"]), dtype=bool)
+    seen[key] = True
+    return (np.cumsum(seen) - 1)[key]
+
+
+def _blank_hidden(report: Report, time: dict[str, Any], ranks: np.ndarray, functions: list[str],
                   metrics: list[str], cube: np.ndarray) -> None:
     """NaN the time/calls of ranks absent from a site whose ``*`` row counts calls not shown (``-t``)."""
-    keys = list(zip(time["function"], time["site"].tolist(), strict=True))
+    pair = _pairs(time)
     star = time["rank"] < 0
-    shown: dict[tuple[str, int], float] = {}
-    for key, count, is_star in zip(keys, time["count"].tolist(), star.tolist(), strict=True):
-        shown[key] = shown.get(key, 0) + (0 if is_star else count)
-    for i in np.flatnonzero(star):
-        key = keys[i]
-        if time["count"][i] <= shown[key]:
-            continue
-        present = time["rank"][(time["function"] == key[0]) & (time["site"] == key[1]) & ~star]
+    shown = np.bincount(pair, weights=np.where(star, 0, time["count"]).astype(np.float64))
+    for i in np.flatnonzero(star & (time["count"] > shown[pair])):
+        function, site = time["function"][i], int(time["site"][i])
+        present = time["rank"][(pair == pair[i]) & ~star]
         absent = np.setdiff1d(ranks, present)
         rows = np.searchsorted(ranks, absent)
         for metric in ("time", "calls", "time_max", "time_min"):
-            cube[rows, functions.index(key[0]), metrics.index(metric)] = np.nan
-        report.warnings.append(f"site {key[1]} ({key[0]}): rank rows hidden by the print threshold (-t); "
-                               f"{key[0]} of ranks {absent.tolist()} set to NaN")
+            cube[rows, functions.index(function), metrics.index(metric)] = np.nan
+        report.warnings.append(f"site {site} ({function}): rank rows hidden by the print threshold (-t); "
+                               f"{function} of ranks {absent.tolist()} set to NaN")
 
 
-def _check_task_sum(report: _Report, tasks: pd.DataFrame) -> None:
+def _check_task_sum(report: Report, tasks: pd.DataFrame) -> None:
     """Warn when the MPI Time ``*`` row disagrees with the sum of the rank rows."""
     if -1 not in tasks.index:
         report.warnings.append("MPI Time section has no '*' row")
@@ -643,11 +550,17 @@ def _check_task_sum(report: _Report, tasks: pd.DataFrame) -> None:
         floor = _fixed_floor(report)
         tol = _half_ulp(np.array([star]), floor=floor)[0] + _half_ulp(ranks[column].to_numpy(), floor=floor).sum()
         if abs(total - star) > tol:
-            report.warnings.append(f"line {tasks.loc[-1, 'line']}: '*' {column} time {star} differs from the sum "
-                                   f"of the ranks {total:.6g}")
+            report.warnings.append(f"line {_star_line(report, tasks)}: '*' {column} time {star} differs from "
+                                   f"the sum of the ranks {total:.6g}")
 
 
-def _check_rank_sums(report: _Report, time: dict[str, np.ndarray] | None, ranks: np.ndarray,
+def _star_line(report: Report, tasks: pd.DataFrame) -> int:
+    """Line of the ``*`` row of the MPI Time section (found in its text when it was read fast)."""
+    row = int(tasks.index.get_loc(-1))
+    return int(tasks["line"].iloc[row]) if "line" in tasks else report.sections["task"].rows[row][0]
+
+
+def _check_rank_sums(report: Report, time: dict[str, Any] | None, ranks: np.ndarray,
                      per_rank: pd.DataFrame, cube_time: np.ndarray) -> None:
     """Warn when a rank's summed call-site time disagrees with its MPITime beyond print precision."""
     if time is None or not len(ranks):
@@ -664,19 +577,22 @@ def _check_rank_sums(report: _Report, time: dict[str, np.ndarray] | None, ranks:
         report.warnings.append(f"rank {ranks[i]}: call-site times sum to {total[i]:.4g} s, MPI Time says {mpi[i]} s")
 
 
-def _check_sites(report: _Report, tables: dict[str, dict[str, np.ndarray] | None]) -> None:
+def _check_sites(report: Report, tables: dict[str, dict[str, Any] | None]) -> None:
     """Warn when statistics rows name another MPI call for a site than the Callsites section."""
     calls = {site: values[0] for site, values in _callsite_locations(report).items()}
     if not calls:
         return
-    pairs = {pair for rows in tables.values() if rows is not None
-             for pair in zip(rows["site"].tolist(), rows["function"], strict=True)}
+    pairs = set()
+    for rows in tables.values():
+        if rows is not None:
+            first = np.unique(_pairs(rows), return_index=True)[1]
+            pairs |= set(zip(rows["site"][first].tolist(), rows["function"][first], strict=True))
     for site in sorted({site for site, function in pairs if calls.get(site, function) != function}):
         report.warnings.append(f"call site {site}: statistics rows name another MPI call than the Callsites "
                                "section (kept, keyed by call and site)")
 
 
-def _check_aggregate_time(report: _Report, time: dict[str, np.ndarray] | None) -> None:
+def _check_aggregate_time(report: Report, time: dict[str, Any] | None) -> None:
     """Warn when a top-twenty Aggregate Time entry disagrees with the call-site ``*`` rows."""
     agg = _aggregate_time(report)
     if agg is None or time is None:
@@ -707,7 +623,7 @@ def _half_ulp(values: np.ndarray, digits: int = 3, floor: float = 0.0) -> np.nda
     return np.maximum(np.where(values > 0, 0.5 * 10.0 ** (exponent - digits + 1), 0.0), floor)
 
 
-def _fixed_floor(report: _Report) -> float:
+def _fixed_floor(report: Report) -> float:
     """5e-4 when the report prints fixed-point numbers (``-e``: three decimals), else 0."""
     options = report.header.get("MPIP env var", (0, ""))[1]
     return 5e-4 if re.search(r"(^|[\s,])-e\b", options) else 0.0
@@ -716,11 +632,11 @@ def _fixed_floor(report: _Report) -> float:
 # ---------------------------------------------------------------- concise reports
 
 
-def _concise_task_times(report: _Report) -> dict[str, dict[str, float]]:
+def _concise_task_times(report: Report) -> dict[str, dict[str, float]]:
     """Task Time Statistics: {"app"/"mpi": {stat: seconds}} and {"rank_max"/"rank_min": ...}."""
     section = report.sections.get("task_concise")
     if section is None:
-        raise _fail(report, None, "expected an '@--- Task Time Statistics (seconds)' section in a concise report")
+        raise fail(report, None, "expected an '@--- Task Time Statistics (seconds)' section in a concise report")
     _check_header(report, section, ("AppTime", "MPITime", "MPI%", "App", "Task", "MPI", "Task"))
     widths = {"Max": 5, "Mean": 3, "Min": 5, "Stddev": 3, "Aggregate": 4}
     out: dict[str, dict[str, float]] = {"app": {}, "mpi": {}, "rank_max": {}, "rank_min": {}, "pct": {}}
@@ -728,7 +644,7 @@ def _concise_task_times(report: _Report) -> dict[str, dict[str, float]]:
         fields = text.split()
         label = fields[0] if fields else ""
         if label not in widths or len(fields) != widths[label]:
-            raise _fail(report, lineno, f"expected a {'/'.join(widths)} row, found {text.strip()!r}")
+            raise fail(report, lineno, f"expected a {'/'.join(widths)} row, found {text.strip()!r}")
         app, mpi = _numbers(report, [lineno] * 2, fields[1:3], "AppTime/MPITime")
         stat = {"Aggregate": "total", "Stddev": "stddev"}.get(label, label.lower())
         out["app"][stat], out["mpi"][stat] = float(app), float(mpi)
@@ -740,7 +656,7 @@ def _concise_task_times(report: _Report) -> dict[str, dict[str, float]]:
     return out
 
 
-def _concise_site_table(report: _Report) -> pd.DataFrame:
+def _concise_site_table(report: Report) -> pd.DataFrame:
     """Concise call-site rows (time in s, bytes in B), one per site."""
     time = _concise_rows(report, "cs_time_concise")
     keys = ["function", "site"]
@@ -767,7 +683,7 @@ def _concise_site_table(report: _Report) -> pd.DataFrame:
     return table
 
 
-def _concise_nprocs(report: _Report, task: dict[str, dict[str, float]], user: dict[str, Any]) -> int:
+def _concise_nprocs(report: Report, task: dict[str, dict[str, float]], user: dict[str, Any]) -> int:
     """Number of ranks: Aggregate / Mean AppTime, else user metadata, else the largest rank named + 1."""
     total, mean = task["app"].get("total", np.nan), task["app"].get("mean", np.nan)
     if mean > 0 and abs(total / mean - round(total / mean)) < 1e-3 * max(1.0, total / mean):
@@ -779,7 +695,7 @@ def _concise_nprocs(report: _Report, task: dict[str, dict[str, float]], user: di
     return max(named, default=0) + 1
 
 
-def _concise_dataset(report: _Report, user: dict[str, Any]) -> xr.Dataset:
+def _concise_dataset(report: Report, user: dict[str, Any]) -> xr.Dataset:
     task = _concise_task_times(report)
     nprocs = _concise_nprocs(report, task, user)
     table = _concise_site_table(report)
@@ -854,7 +770,7 @@ def _task_time_vars(task: dict[str, dict[str, float]]) -> dict[str, Any]:
 # ---------------------------------------------------------------- shared pieces
 
 
-def _add_histograms(report: _Report, ds: xr.Dataset) -> xr.Dataset:
+def _add_histograms(report: Report, ds: xr.Dataset) -> xr.Dataset:
     """``-y`` / ``-p`` histograms as (run, function, comm_bin, size_bin) percent variables."""
     tables = []
     for key, name, meaning in (("hist_coll", "coll_time_share", "percent of MPI time in collectives"),
@@ -885,7 +801,7 @@ def _add_histograms(report: _Report, ds: xr.Dataset) -> xr.Dataset:
     return out
 
 
-def _histogram_functions(report: _Report) -> set[str]:
+def _histogram_functions(report: Report) -> set[str]:
     """Functions named by the ``-y`` / ``-p`` histograms (they get a place on ``function``)."""
     found: set[str] = set()
     for key in _HIST_COLUMNS:
@@ -894,7 +810,7 @@ def _histogram_functions(report: _Report) -> set[str]:
     return found
 
 
-def _run_metadata(report: _Report, file_meta: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+def _run_metadata(report: Report, file_meta: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
     """File facts over user metadata; nodes and ppn from the task assignment when stated."""
     facts = {**file_meta, "format": "mpip"}
     if report.hosts:
@@ -915,7 +831,7 @@ def _run_metadata(report: _Report, file_meta: dict[str, Any], user: dict[str, An
     return {**user, **facts}
 
 
-def _header_attrs(report: _Report, style: str) -> dict[str, str]:
+def _header_attrs(report: Report, style: str) -> dict[str, str]:
     """Report header facts as ``mpip_*`` string attributes."""
     names = {"Command": "command", "Version": "version", "Start time": "start", "Stop time": "stop",
              "MPIP env var": "options", "Timer Used": "timer", "Report generation": "generation",

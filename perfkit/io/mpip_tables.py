@@ -1,0 +1,68 @@
+"""Fast reading of mpiP's large whitespace-separated tables with pandas' C parser.
+
+The rows of a section (a byte range, see ``perfkit.io.mpip_scan``) are handed to
+``pandas.read_csv`` as they are, without copying the file: the call name is text, the other
+columns float64, ``*`` read as NaN in the column where mpiP writes it for its aggregate rows. The
+result is None as soon as one row does not fit (a field too many or too few, text where a number
+belongs, a note line, a fractional integer): the caller then reads the section line by line,
+which names the line of the bad row. Nothing is accepted here that the line reading refuses.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from perfkit.io.mpip_scan import Section
+
+_EXTRA = "\x00extra"  # a column past the last expected one: any value in it means a row too long
+
+
+class _Range:
+    """A read-only binary file over ``data[start:stop]`` (chunks are copied, the whole never is)."""
+
+    def __init__(self, data: bytes, start: int, stop: int) -> None:
+        self._view = memoryview(data)
+        self._pos, self._stop = start, stop
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._stop if size is None or size < 0 else min(self._stop, self._pos + size)
+        chunk = bytes(self._view[self._pos:end])
+        self._pos = end
+        return chunk
+
+
+def parse(section: Section, columns: Sequence[str], *, text: str | None = None, integers: Sequence[str] = (),
+          star: str | None = None) -> pd.DataFrame | None:
+    """The rows of ``section`` as a DataFrame (column ``text`` of str, the others float64), or None.
+
+    ``integers`` must hold whole numbers; ``star`` names the column where ``*`` (NaN here) may
+    stand. None when a row needs the line-by-line reading (see the module docstring).
+    """
+    if section.stop <= section.start:
+        return None
+    names = [*columns, _EXTRA]
+    numeric = [name for name in columns if name != text]
+    try:
+        frame = pd.read_csv(
+            _Range(section.source.bytes(), section.start, section.stop), sep=r"\s+", header=None, names=names,
+            index_col=False, dtype={**dict.fromkeys(numeric, np.float64), _EXTRA: np.float64,
+                                    **({text: object} if text else {})},
+            na_values={_EXTRA: [""], **({star: ["*"]} if star else {})}, keep_default_na=False,
+            quoting=csv.QUOTE_NONE, encoding="utf-8", encoding_errors="replace", engine="c")
+    except (ValueError, TypeError, OverflowError, pd.errors.ParserError):
+        return None
+    if frame[_EXTRA].notna().any() or (text and frame[text].isna().any()):
+        return None
+    for name in numeric:
+        values = frame[name].to_numpy()
+        if name == star:
+            values = values[~np.isnan(values)]
+        elif np.isnan(values).any():
+            return None
+        if name in integers and (values != np.round(values)).any():
+            return None
+    return frame.drop(columns=_EXTRA)
