@@ -4,10 +4,15 @@
 notebook, and panel inlines the stylesheets of the objects it displays itself. Plots that holoviews
 displays directly still point their layout and theme stylesheets at panel's CDN; the hook installed
 here swaps those for the copies shipped inside the panel package, whenever panel is in inline mode.
+The logos come without holoviews' "extension loaded" info sign (a character most fonts lack, drawn as
+a box).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 import holoviews as hv
@@ -23,7 +28,8 @@ def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
 
     ``comms="ipywidgets"`` is for notebooks served by Voila, where widgets talk through ipywidgets.
     """
-    hv.extension("bokeh", inline=True)
+    with environment(HV_HIDE_TOOLTIP_LOGO="1"):
+        hv.extension("bokeh", inline=True)
     pn.extension(inline=True, comms=comms)
     if inline_cdn_stylesheets not in Viewable._preprocessing_hooks:
         Viewable._preprocessing_hooks.append(inline_cdn_stylesheets)
@@ -36,3 +42,18 @@ def inline_cdn_stylesheets(viewable: Viewable, root: Model) -> None:
     for model in root.select({"type": UIElement}):
         if any(isinstance(sheet, ImportedStyleSheet) and sheet.url.startswith(CDN_DIST) for sheet in model.stylesheets):
             patch_inline_stylesheets(model)
+
+
+@contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Environment variables set to ``values`` inside the block, restored after."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

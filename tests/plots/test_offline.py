@@ -47,3 +47,19 @@ def test_stylesheets_are_inlined_in_inline_mode(inline_mode):
 def test_links_are_kept_outside_inline_mode(inline_mode):
     pn.config.inline = False
     assert linked_sheets(render(hv.Curve([1, 3, 2])))  # panel serve hands these out itself
+
+
+def test_logos_come_without_a_glyph_fonts_lack(monkeypatch):
+    """In a kernel, the set-up cell shows the logos and no U+24D8 (drawn as a box without a font for it)."""
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("from perfkit.plots.offline import setup_notebook\nsetup_notebook()"),
+                      nbformat.v4.new_code_cell("import os\nprint(os.environ.get('HV_HIDE_TOOLTIP_LOGO'))")]
+    monkeypatch.setenv("CI", "0")  # holoviews hides the sign itself on CI
+    monkeypatch.delenv("HV_HIDE_TOOLTIP_LOGO", raising=False)
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    html = "".join(o.get("data", {}).get("text/html", "") for o in notebook.cells[0].outputs)
+    assert "logo-block" in html and "\u24d8" not in html
+    assert notebook.cells[1].outputs[0]["text"] == "None\n"  # the environment is left as it was
