@@ -22,17 +22,18 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import holoviews as hv
 import numpy as np
 import pandas as pd
 import panel as pn
 import param
 import sparse
 import xarray as xr
+from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, FixedTicker, HoverTool, LogColorMapper, Range1d
+from bokeh.palettes import Viridis256
+from bokeh.plotting import figure
 
 import perfkit
 from perfkit.analysis.traffic import aggregate, inter_group_share
-from perfkit.plots.traffic import group_heatmap
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 
 if TYPE_CHECKING:
@@ -242,12 +243,46 @@ def decision_text(result: PlacementResult) -> str:
     return "; ".join(parts) + "."
 
 
-def node_heatmap(data: tuple[xr.DataArray, str, tuple[float, float] | None]) -> hv.Image:
-    """Node x node heatmap of ``(aggregated, title, clim)``, axes and colours following each new frame."""
-    aggregated, title, clim = data
-    ticks = list(range(aggregated.shape[0])) if aggregated.shape[0] <= MAX_NODE_TICKS else None
-    return group_heatmap(aggregated, title=title, clim=clim).opts(framewise=True, axiswise=True, xticks=ticks,
-                                                                  yticks=ticks)
+class NodeHeatmaps:
+    """Node x node heatmaps (before, after) on one logarithmic colour scale, updated in place.
+
+    Plain bokeh figures whose image, ranges, ticks and titles are replaced on each result: a new
+    placement costs one small message, not a new plot. Pairs that exchange nothing stay white.
+    """
+
+    def __init__(self, count: int = 2) -> None:
+        self.mapper = LogColorMapper(palette=Viridis256, nan_color="white", low=1.0, high=10.0)
+        self.sources = [ColumnDataSource({"image": [np.full((1, 1), np.nan)], "x": [-0.5], "y": [-0.5],
+                                          "dw": [1], "dh": [1]}) for _ in range(count)]
+        self.figures = [self._figure(source) for source in self.sources]
+
+    def _figure(self, source: ColumnDataSource) -> Any:
+        fig = figure(width=440, height=400, x_range=Range1d(-0.5, 0.5), y_range=Range1d(0.5, -0.5),
+                     x_axis_label="receiver node", y_axis_label="sender node", tools="pan,wheel_zoom,reset,save",
+                     toolbar_location="right")
+        renderer = fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=source, color_mapper=self.mapper)
+        fig.add_tools(HoverTool(renderers=[renderer], tooltips=[("sender node", "$y{0}"), ("receiver node", "$x{0}"),
+                                                                ("bytes", "@image{0.000a}")]))
+        fig.add_layout(ColorBar(color_mapper=self.mapper, title="bytes [B]", width=14), "right")
+        fig.grid.visible = False
+        return fig
+
+    def update(self, frames: list[tuple[xr.DataArray, str, tuple[float, float] | None]]) -> None:
+        """Show ``(aggregated, title, clim)`` per figure; ``clim`` of the first is the common colour range."""
+        clim = frames[0][2] or (1.0, 10.0)
+        self.mapper.update(low=clim[0], high=max(clim[1], clim[0] * 1.0001))
+        for fig, source, (aggregated, title, _) in zip(self.figures, self.sources, frames):
+            matrix = np.asarray(aggregated.data.todense() if hasattr(aggregated.data, "todense") else aggregated.data,
+                                dtype=float)
+            n = matrix.shape[0]
+            source.data = {"image": [np.where(matrix > 0, matrix, np.nan)], "x": [-0.5], "y": [-0.5],
+                           "dw": [n], "dh": [n]}
+            fig.x_range.update(start=-0.5, end=n - 0.5)
+            fig.y_range.update(start=n - 0.5, end=-0.5)  # node 0 on top, as in the traffic heatmap
+            ticker = FixedTicker(ticks=list(range(n))) if n <= MAX_NODE_TICKS else BasicTicker()
+            fig.xaxis.ticker = ticker
+            fig.yaxis.ticker = ticker
+            fig.title.text = title
 
 
 def heatmap_frames(result: PlacementResult) -> list[tuple[xr.DataArray, str, tuple[float, float] | None]]:
@@ -284,8 +319,9 @@ class PlacementView:
         self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
                                        sizing_mode="stretch_width", max_width=900)
         self.prediction = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self.pipes: list[hv.streams.Pipe] = []  # made with the first result (a plot starts from its first frame)
-        self.heatmaps = pn.FlexBox(sizing_mode="stretch_width")
+        self.node_maps = NodeHeatmaps()
+        self.heatmaps = pn.FlexBox(*(pn.pane.Bokeh(fig) for fig in self.node_maps.figures),
+                                   sizing_mode="stretch_width")
         from perfkit.placement.launch import FORMATS  # after perfkit.place: the package resolves its own imports
 
         self.downloads = [pn.widgets.FileDownload(callback=partial(self.launch_file, fmt), filename=FILENAMES[fmt],
@@ -396,16 +432,18 @@ class PlacementView:
                 self.progress.param.update(visible=True, active=True)
                 self.cancel.visible = True
 
+    def _served(self) -> bool:
+        """Whether the tab lives in a page served by panel's server (not a notebook)."""
+        return self._doc is not None and self._doc.session_context is not None
+
     def _hold(self) -> Any:
         """Collect the page changes made inside into one message to a served page (one layout pass there)."""
-        doc = self._doc
-        return pn.io.hold(doc) if doc is not None and doc.session_context is not None else nullcontext()
+        return pn.io.hold(self._doc) if self._served() else nullcontext()
 
     def _schedule(self, callback: Any) -> None:
         """Run ``callback`` where the page may be changed: the server's event loop, or here in a notebook."""
-        doc = self._doc
-        if doc is not None and doc.session_context is not None:
-            doc.add_next_tick_callback(callback)
+        if self._served():
+            self._doc.add_next_tick_callback(callback)
         else:
             callback()
 
@@ -426,13 +464,10 @@ class PlacementView:
         self.table.object = outcome.table
         self.prediction.object = prediction_text(outcome)
         frames = heatmap_frames(outcome)
-        if self.pipes:
-            for pipe, frame in zip(self.pipes, frames):
-                pipe.send(frame)
-        else:
-            self.pipes = [hv.streams.Pipe(data=frame) for frame in frames]
-            self.heatmaps.objects = [pn.pane.HoloViews(hv.DynamicMap(node_heatmap, streams=[pipe]), backend="bokeh")
-                                     for pipe in self.pipes]
+        self.node_maps.update(frames)
+        if not self._served():  # a notebook sees changes to plain bokeh figures when they are sent again
+            for pane in self.heatmaps:
+                pane.param.trigger("object")
         for button in self.downloads:
             button.disabled = False
         self.results.visible = True
