@@ -99,17 +99,29 @@ def per_rank(ds: xr.Dataset, reduce: Callable[[np.ndarray], np.ndarray], metrics
                            **layout)
 
 
-def over_ranks(ds: xr.Dataset) -> tuple[Any, Any]:
+def over_ranks(ds: xr.Dataset, metrics: Sequence[str] | None = None) -> tuple[Any, Any]:
     """Sum over ranks ignoring NaN (NaN where every rank is NaN) and the number of values, (run, function, metric).
 
-    Lazy (dask) on a dask-backed cube: pass both to ``evaluate``.
+    Only ``metrics`` (in that order) when given, else every metric. Lazy (dask) on a dask-backed
+    cube: pass both to ``evaluate``.
     """
     profile = ds["profile"].transpose("run", "rank", "function", "metric").variable
+    if metrics is not None:
+        profile = profile[..., [ds.indexes["metric"].get_loc(metric) for metric in metrics]]
     return profile.sum("rank", min_count=1).data, profile.count("rank").data
 
 
 def evaluate(*arrays: Any) -> tuple[Any, ...]:
-    """``arrays`` in memory, dask ones computed together (the cube is read once for all of them)."""
-    if not any(isinstance(array, dask.array.Array) for array in arrays):
+    """``arrays`` in memory, dask ones computed together (the cube is read once for all of them).
+
+    Each dask array is written block by block into its own numpy array, so that a large per-rank
+    result is never held twice (as blocks and then joined).
+    """
+    lazy = [i for i, array in enumerate(arrays) if isinstance(array, dask.array.Array)]
+    if not lazy:
         return arrays
-    return dask.compute(*arrays)
+    out = list(arrays)
+    for i in lazy:
+        out[i] = np.empty(arrays[i].shape, dtype=arrays[i].dtype)
+    dask.array.store([arrays[i] for i in lazy], [out[i] for i in lazy], lock=False)
+    return tuple(out)

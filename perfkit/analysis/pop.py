@@ -173,9 +173,8 @@ def startup_per_rank(ds: xr.Dataset) -> Any:
 
 def _busy_functions(ds: xr.Dataset) -> tuple[Any, Any]:
     """Per (run, function): whether some rank has a time, and whether the time summed over ranks is above 0."""
-    sums, counts = over_ranks(ds)
-    time = ds.indexes["metric"].get_loc("time")
-    return counts[..., time] > 0, sums[..., time] > 0
+    sums, counts = over_ranks(ds, ["time"])
+    return counts[..., 0] > 0, sums[..., 0] > 0
 
 
 def _elapsed(ds: xr.Dataset, longest: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ gather/reduce = *Early Reduce*. MPInside's receive-late time (*Late Receiver*) i
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -123,20 +124,25 @@ class _Calls:
                 reductions["shortest"] = np.nanmin(sums[..., 3], axis=1)
             return dict(zip(reductions, evaluate(*reductions.values()), strict=True))
 
-    def split(self, block: np.ndarray, floors: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Moved and waited time [s] per (run, rank, call) of a block of ranks, and where a wait was estimated."""
+    def split(self, block: np.ndarray, floors: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Moved and waited time [s] per (run, rank, call) of a block of ranks."""
         sums = self.sums(block)
         transfer, waited = sums[..., 0], sums[..., 1]
         guess = np.where((self.estimable & (floors["values"] > 1))[:, None],
                          _estimate(transfer, sums[..., 2], floors, self.collective), 0.0)
-        moved, wait = _parts(transfer, waited, guess, floors["measured"])
-        return moved, wait, (guess > 0) & ~floors["measured"][:, None] & self.estimable
+        return _parts(transfer, waited, guess, floors["measured"])
+
+    def estimated(self, wait: np.ndarray, floors: dict[str, np.ndarray]) -> np.ndarray:
+        """Where a wait is estimated, from the waits (run, rank, call) of ``split``: a call without wait
+        columns that can block, with a wait above 0 (so the estimate found one).
+        """
+        return (wait > 0) & ~floors["measured"][:, None] & self.estimable
 
     def per_kind(self, block: np.ndarray, floors: dict[str, np.ndarray]) -> np.ndarray:
         """Per (run, rank) of a block: transfer, late-sender wait, collective wait [s], 1 where a wait is estimated."""
-        moved, wait, guessed = self.split(block, floors)
+        moved, wait = self.split(block, floors)
         waits = [_sum_of(wait, self.wait_kind == kind) for kind in WAIT_KINDS]
-        return np.stack([np.nansum(moved, axis=-1), *waits, guessed.any(axis=-1)], axis=-1)
+        return np.stack([np.nansum(moved, axis=-1), *waits, self.estimated(wait, floors).any(axis=-1)], axis=-1)
 
 
 def split_and_breakdown(ds: xr.Dataset, *, split: bool = True,
@@ -150,25 +156,29 @@ def split_and_breakdown(ds: xr.Dataset, *, split: bool = True,
     floors = calls.over_ranks()
     blocks = []
     if split:
-        blocks.append(per_rank(ds, lambda block: np.stack(calls.split(block, floors), axis=-1), calls.metrics,
-                               calls.comm))
+        parts = per_rank(ds, lambda block: np.stack(calls.split(block, floors), axis=-1), calls.metrics, calls.comm)
+        blocks.append(parts.transpose(3, 2, 0, 1))  # (part, call, run, rank): the layout of ``_by_part``
     if kinds:
         blocks += [per_rank(ds, lambda block: calls.per_kind(block, floors), calls.metrics, calls.comm),
                    _kind_sums(ds)]
     computed = list(evaluate(*blocks))
-    out = _split_of(ds, calls, computed.pop(0)) if split else None
+    out = _split_of(ds, calls, floors, computed.pop(0)) if split else None
     if not kinds:
         return out, None
     comm, kind_sums = computed
     return out, _breakdown_of(ds, comm[..., :3], kind_sums, (comm[..., 3] > 0).any(axis=1))
 
 
-def _split_of(ds: xr.Dataset, calls: _Calls, parts: np.ndarray) -> xr.Dataset:
-    """``wait_split`` from the moved, waited and estimated parts (run, rank, call, 3) of ``_Calls.split``."""
-    guessed = parts[..., 2] > 0
+def _split_of(ds: xr.Dataset, calls: _Calls, floors: dict[str, np.ndarray], parts: np.ndarray) -> xr.Dataset:
+    """``wait_split`` from the moved and waited time of ``_Calls.split``, (part, call, run, rank).
+
+    Stored part- then call-major with ranks contiguous, so that sums over ranks (``call_wait_share``)
+    add in numpy's pairwise order, as they did when xarray built this array.
+    """
+    time = np.ascontiguousarray(parts).transpose(2, 3, 1, 0)
     return xr.Dataset({
-        "time": (("run", "rank", "call", "part"), _by_part(parts[..., 0], parts[..., 1]), {"units": "s"}),
-        "estimated": (("run", "call"), guessed.any(axis=1)),
+        "time": (("run", "rank", "call", "part"), time, {"units": "s"}),
+        "estimated": (("run", "call"), calls.estimated(time[..., 1], floors).any(axis=1)),
     }, coords={**run_coords(ds), "rank": ds.variables["rank"], "call": calls.names, "part": list(PARTS),
                "wait_kind": ("call", calls.wait_kind)})
 
@@ -184,15 +194,6 @@ def _parts(transfer: np.ndarray, waited: np.ndarray, guess: np.ndarray,
     wait = np.where(np.isnan(transfer) & np.isnan(waited), np.nan, wait)
     moved = np.where(measured[:, None], zero_nan(transfer), transfer - guess)
     return np.where(np.isnan(wait), np.nan, moved), wait
-
-
-def _by_part(moved: np.ndarray, wait: np.ndarray) -> np.ndarray:
-    """``moved`` and ``wait`` (run, rank, call) as one array (run, rank, call, part).
-
-    Stored part- then call-major with ranks contiguous, so that sums over ranks (``call_wait_share``)
-    add in numpy's pairwise order, as they did when xarray built this array.
-    """
-    return np.ascontiguousarray(np.stack([moved, wait]).transpose(0, 3, 1, 2)).transpose(2, 3, 1, 0)
 
 
 def _estimate(transfer: np.ndarray, calls: np.ndarray, floors: dict[str, np.ndarray],
@@ -272,8 +273,8 @@ def call_wait_share(ds: xr.Dataset, split: xr.Dataset | None = None) -> xr.Datas
     """
     split = wait_split(ds) if split is None else split
     moved, waited = (split["time"].sel(part=part).values for part in PARTS)
-    transfer, wait = nan_sum(moved, axis=1), nan_sum(waited, axis=1)
-    ranks = (~np.isnan(waited)).sum(axis=1)
+    transfer, wait = _over_ranks_by_call(moved), _over_ranks_by_call(waited)
+    ranks = _over_ranks_by_call(waited, lambda part, axis: (~np.isnan(part)).sum(axis=axis))
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(wait + transfer > 0, wait / (wait + transfer), np.nan)
         mean_wait = wait / np.where(ranks > 0, ranks, np.nan)
@@ -282,6 +283,12 @@ def call_wait_share(ds: xr.Dataset, split: xr.Dataset | None = None) -> xr.Datas
     return xr.Dataset({"wait": (dims, wait, seconds), "transfer": (dims, transfer, seconds), "share": (dims, share),
                        "mean_wait": (dims, mean_wait, seconds), "estimated": split["estimated"].variable},
                       coords=coords)
+
+
+def _over_ranks_by_call(values: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray] = nan_sum) -> np.ndarray:
+    """``reduce(part, axis=1)`` of (run, rank, call) values, one call at a time (no copy of them all)."""
+    runs, _, calls = values.shape
+    return np.array([reduce(values[:, :, j], axis=1) for j in range(calls)]).reshape(calls, runs).T
 
 
 def merge_wait_modes(slt: xr.Dataset, collective: xr.Dataset) -> xr.Dataset:
