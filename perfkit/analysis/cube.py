@@ -18,6 +18,7 @@ from typing import Any
 import dask
 import dask.array
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 
@@ -125,3 +126,32 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
         out[i] = np.empty(arrays[i].shape, dtype=arrays[i].dtype)
     dask.array.store([arrays[i] for i in lazy], [out[i] for i in lazy], lock=False)
     return tuple(out)
+
+
+def present_ranks(ds: xr.Dataset) -> np.ndarray:
+    """Whether each rank has any value (any function, any metric), (run, rank); a lazy cube is read block by block."""
+    metrics = [str(metric) for metric in ds["metric"].values]
+    return evaluate(per_rank(ds, lambda block: ~np.isnan(block).all(axis=(2, 3)), metrics))[0]
+
+
+def rank_totals(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
+                ranks: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Per-rank totals of ``metric`` per ``by`` group ("function", "call" or "kind") of one run, in its units.
+
+    A table indexed by rank (from ``ranks[0]`` to ``ranks[1]`` inclusive when given), one column per
+    group: the values of a per-rank plot. Ranks without any value of the metric are left out, and
+    groups without a value on any of them; NaN where a rank has no value for a group. A lazy cube
+    is read block by block, only this run's values of ``metric``.
+    """
+    sub = ds.sel(run=[run]) if ranks is None else ds.sel(run=[run], rank=slice(*ranks))
+    sub = with_loaded_coords(sub)
+    labels = sub[by].values
+    if by == "function":
+        groups, values = labels, evaluate(per_rank(sub, lambda block: block[..., 0], [metric]))[0][0]
+    else:
+        groups = np.unique(labels)
+        values = evaluate(per_rank(sub, lambda block: group_sum(block[..., 0], labels)[1], [metric]))[0][0]
+    exists = ~np.isnan(values).all(axis=1)
+    table = pd.DataFrame(values[exists], index=pd.Index(sub["rank"].values[exists], name="rank"),
+                         columns=pd.Index(groups, name=by, dtype=object))
+    return table.dropna(axis=1, how="all")

@@ -26,12 +26,14 @@ import xarray as xr
 
 import perfkit
 from perfkit import synthetic
+from perfkit.analysis.cube import present_ranks, rank_totals
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
 from perfkit.analysis.scaling import scaling
 from perfkit.analysis.whatif import SCENARIOS, whatif
 from perfkit.model import METRICS, make_run
+from perfkit.plots.profile import rank_table
 from perfkit.storage import load, save
 
 #: Calls with a measured wait column (``w_`` late sender, ``b_`` collective wait) and calls without.
@@ -55,7 +57,7 @@ K_CHUNKS = 5
 #: ... plus this many per-rank arrays of one float per run and rank: the per-rank results each
 #: analysis keeps (diagnose keeps the wait split, two per call, and its sums over ranks).
 VECTORS = {"imbalance": 10, "imbalance by kind": 20, "pop_metrics": 20, "whatif": 40, "scaling": 10,
-           "diagnose": 4 * N_CALLS + 30}
+           "diagnose": 4 * N_CALLS + 30, "rank_totals": 10}
 
 
 def _block(nprocs: tuple[int, ...], block_info: dict[Any, Any] | None = None) -> np.ndarray:
@@ -133,9 +135,21 @@ def test_lazy_results_equal_the_in_memory_ones(store: str, request: pytest.Fixtu
     pd.testing.assert_frame_equal(diagnose(memory), diagnose(lazy), rtol=1e-12)
 
 
+def test_rank_totals_are_the_plotted_table(synthetic_store: Path) -> None:
+    memory, lazy = load(synthetic_store), load(synthetic_store, chunks={"rank": 32})
+    for run in map(str, memory["run"].values):
+        for by in ("function", "kind", "call"):
+            for ranks in (None, (10, 70)):
+                expected = rank_table(memory, run, by=by, ranks=ranks, max_points=10**9)
+                pd.testing.assert_frame_equal(rank_totals(lazy, run, by=by, ranks=ranks), expected)
+    nprocs = memory["nprocs"].values
+    np.testing.assert_array_equal(present_ranks(lazy), memory["rank"].values[None, :] < nprocs[:, None])
+
+
 ANALYSES: dict[str, Callable[[xr.Dataset], Any]] = {
     "imbalance": imbalance, "imbalance by kind": lambda ds: imbalance(ds, by="kind"), "pop_metrics": pop_metrics,
     "whatif": lambda ds: whatif(ds, "balance"), "scaling": scaling, "diagnose": diagnose,
+    "rank_totals": lambda ds: rank_totals(ds, f"generated-{BIG_RANKS}", by="kind"),
 }
 
 
