@@ -26,6 +26,17 @@ def test_analyses(ds):
     assert ds.perf.validate() is ds
 
 
+def test_analyses_of_a_chunked_cube_are_computed(ds):
+    lazy = ds.chunk({"rank": 2})
+    assert lazy["profile"].chunks is not None
+    stats = lazy.perf.imbalance(by="kind")
+    assert all(var.chunks is None for var in stats.variables.values())
+    xr.testing.assert_allclose(stats, imbalance(ds, by="kind"))
+    pd.testing.assert_frame_equal(lazy.perf.diagnose(), diagnose(ds))
+    xr.testing.assert_allclose(lazy.perf.whatif("compute", 3), whatif(ds, "compute", 3))
+    xr.testing.assert_allclose(lazy.perf.pop_metrics(), ds.perf.pop_metrics())
+
+
 def test_scaling_and_amdahl():
     from perfkit.model import combine_runs
 

@@ -114,7 +114,7 @@ def stats_over_ranks(values: xr.DataArray, unit: str) -> xr.Dataset:
 
 
 def _unit(ds: xr.Dataset, metric: str) -> str:
-    return str(ds["units"].sel(metric=metric).item()) if "units" in ds.coords else ""
+    return str(ds["units"].sel(metric=metric).values.item()) if "units" in ds.coords else ""
 
 
 def rank_values(ds: xr.Dataset, by: Group = "kind", group: str = "compute", metric: str = "time") -> xr.DataArray:
