@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from bokeh.models import BasicTicker, FixedTicker, PrintfTickFormatter
+from bokeh.models import BasicTicker, CustomJSTickFormatter, FixedTicker, PrintfTickFormatter
 
 #: Smallest gap between labelled log ticks, as a fraction of the axis span in decades.
 MIN_GAP = 0.09
@@ -20,6 +20,13 @@ MIN_GAP = 0.09
 MIN_RATIO = 1.4
 #: Labels of log ticks: plain numbers (48, 1536, 0.02), no powers of ten.
 LOG_FORMAT = "%g"
+#: Tick label with an SI prefix (k, M, G, T, P) from 1000 up, three significant digits.
+SI_JS = """
+const prefixes = ["", " k", " M", " G", " T", " P"];
+let value = tick, i = 0;
+while (Math.abs(value) >= 1000 && i < prefixes.length - 1) { value /= 1000; i += 1; }
+return Number(value.toPrecision(3)).toString() + prefixes[i];
+"""
 
 
 def _positive(values: Iterable[float]) -> np.ndarray:
@@ -65,6 +72,11 @@ def log_ticker(values: Iterable[float], *, at_values: bool = False) -> FixedTick
 def log_formatter() -> PrintfTickFormatter:
     """Plain-number labels for log axes."""
     return PrintfTickFormatter(format=LOG_FORMAT)
+
+
+def si_formatter() -> CustomJSTickFormatter:
+    """Labels with SI prefixes from 1000 up (``500 k``, ``20 M``), plain numbers below (bytes, counts)."""
+    return CustomJSTickFormatter(code=SI_JS)
 
 
 def integer_ticker() -> BasicTicker:

@@ -17,10 +17,11 @@ import scipy.sparse as sps
 import xarray as xr
 
 from perfkit.analysis.traffic import Locality, inter_group_share, traffic_matrix
-from perfkit.plots.axes import integer_ticker
+from perfkit.plots.axes import integer_ticker, log_ticker, si_formatter
 
 MAX_DENSE = 2048
-SIZE = {"width": 420, "height": 380}
+#: Size of the data area [px] (square, whatever the width of the colour bar's labels).
+SIZE = {"frame_width": 340, "frame_height": 340}
 UNITS = {"bytes": "B", "count": "messages", "time": "s"}
 
 
@@ -60,9 +61,19 @@ def _image(matrix: sps.csr_matrix, lo: int, kdims: list[str], vdim: str, pixels:
 
 
 def _style(element: hv.Element, title: str, clabel: str, clim: tuple[float, float] | None) -> hv.Element:
-    """Log colour, first row on top, ticks at whole ranks or groups only."""
+    """Log colour, first row on top, ticks at whole ranks or groups only.
+
+    A matrix whose non-zero values are all equal is coloured on a decade either side of that value.
+    """
+    low, high = element.range(element.vdims[0])
+    if clim is None and low is not None and np.isfinite(low) and low == high and low > 0:
+        clim = (low / 10, high * 10)
     opts: dict[str, Any] = {"clim": clim} if clim else {}
+    shown = clim or (low, high)
+    if shown[0] is not None and np.all(np.isfinite(shown)):
+        opts["cticks"] = log_ticker(shown)
     return element.opts(
+        cformatter=si_formatter(),
         xticks=integer_ticker(),
         yticks=integer_ticker(),
         logz=True,

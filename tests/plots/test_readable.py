@@ -114,3 +114,10 @@ def test_whatif_chart_shows_the_change_and_the_elapsed_times(ninety_six):
     assert "np.float64" not in title
     fig = hv.render(stacked)
     assert any(isinstance(r, Legend) for r in fig.right) and not any(isinstance(r, Legend) for r in fig.center)
+
+
+def test_heatmap_colour_bar_of_equal_values_spans_a_decade_each_side():
+    fig = hv.render(heatmap(np.where(np.eye(4, k=1) > 0, 4.9e6, 0.0)))
+    mapper = fig.right[0].color_mapper
+    assert (mapper.low, mapper.high) == pytest.approx((4.9e5, 4.9e7))
+    assert [t for t in fig.right[0].ticker.ticks if 4.9e5 <= t <= 4.9e7] == [5e5, 1e6, 2e6, 5e6, 1e7, 2e7]
