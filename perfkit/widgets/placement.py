@@ -379,6 +379,10 @@ class PlacementView:
             with self._hold():
                 self._show_error(problem)
             return
+        seen = self._results.get(state.run, {}).get((topology, state.strategy))
+        if seen is not None:  # shown at once, without a round through a thread and the event loop
+            self._finish(generation, seen)
+            return
         busy = f"Mapping with {STRATEGY_LABELS[state.strategy]} on {topology.nodes} x {topology.cores} cores..."
         timer = threading.Timer(BUSY_DELAY_S, lambda: self._schedule(partial(self._busy, generation, busy)))
         timer.daemon = True
