@@ -4,8 +4,11 @@ An interaction is the server-side callback of one widget change in ``perfkit.exp
 layout already rendered to bokeh models (as in a notebook, Voila or ``panel serve``): the new data
 is computed and pushed into the existing plot. Timed on the bundled 2,048-rank synthetic run in
 two MPInside modes (``slt`` and ``basic``): moving the rank slider, changing run, changing the
-grouping and the metric (target: under 200 ms each); also the first render, and a run change while
-the findings tab (``perfkit.diagnose``) is shown.
+grouping and the metric (target: under 200 ms each; the rank slider also against the per-rank
+view alone, ``rank_explorer``, in the same process); also the first render, a run change while
+the findings tab (``perfkit.diagnose``) is shown, a box selection of ranks in the per-rank plot (the
+``Selection1D`` event a box sends: state, markers and selection line updated), and a box selection
+while the findings tab is shown (``diagnose`` on the selected ranks).
 
 Run: ``python benchmarks/bench_explorer.py [--repeats 7]``.
 """
@@ -26,7 +29,8 @@ from bokeh.models import ColumnDataSource
 from timing import median_seconds
 
 import perfkit
-from perfkit.widgets.explorer import explore, has_scaling
+from perfkit.widgets.explorer import explore
+from perfkit.widgets.ranks import rank_explorer
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "explorer.json"
@@ -48,6 +52,22 @@ def plotted_ranks(root) -> float:
     """Largest rank drawn in the per-rank view (to check that an interaction reached the plot)."""
     sources = [s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data]
     return max(float(np.max(np.concatenate([np.ravel(x) for x in s.data["xs"]]))) for s in sources)
+
+
+def selection_stream(layout: pn.Column) -> hv.streams.Selection1D:
+    """The stream a box or lasso over the per-rank plot's markers feeds."""
+    maps, found = [layout.select(pn.pane.HoloViews)[0].object], []
+    while maps:
+        dmap = maps.pop()
+        maps += [m for m in dmap.callback.inputs if isinstance(m, hv.DynamicMap)]
+        found += [s for s in hv.streams.Stream.registry.get(dmap, []) if isinstance(s, hv.streams.Selection1D)]
+    return found[0]
+
+
+def boxes(stream: hv.streams.Selection1D, spans) -> Callable[[], None]:
+    """A function that sends the next box of ``spans`` (first, last marker index) on each call."""
+    spans = itertools.cycle(spans)
+    return lambda: stream.event(index=list(range(*next(spans))))
 
 
 def main() -> None:
@@ -76,9 +96,21 @@ def main() -> None:
         "grouping_change_ms": 1e3 * median_seconds(cycle(by, ["kind", "call", "function"]), repeats),
         "metric_change_ms": 1e3 * median_seconds(cycle(metric, ["calls", "time"]), repeats),
     }
+    stream = selection_stream(layout)
+    spans = [(100, 400), (1000, 1900), (0, 2047)]
+    result["box_selection_ms"] = 1e3 * median_seconds(boxes(stream, spans), repeats)
     tabs = layout.select(pn.Tabs)[0]
-    tabs.active = 2 if has_scaling(runs) else 1  # per rank, [scaling,] findings
+    names = list(tabs._names)
+    tabs.active = names.index("findings")
+    result["box_selection_findings_tab_ms"] = 1e3 * median_seconds(boxes(stream, spans), max(3, repeats // 2))
+    widget(layout, pn.widgets.Button, "clear selection").clicks += 1  # the run changes below are on every rank
     result["run_change_findings_tab_ms"] = 1e3 * median_seconds(cycle(run, labels), max(3, repeats // 2))
+    # reference in the same process: the per-rank view alone (bands, no selection markers, no tabs)
+    alone = rank_explorer(runs)
+    alone.get_root()
+    result["rank_slider_bands_only_ms"] = 1e3 * median_seconds(
+        cycle(widget(alone, pn.widgets.IntRangeSlider, "ranks"), [(0, 1023), (512, 2047), (100, 1900)]), repeats)
+    result["rank_slider_over_bands_only"] = result["rank_slider_ms"] / result["rank_slider_bands_only_ms"]
     result["within_target"] = all(result[k] < TARGET_MS for k in
                                   ("rank_slider_ms", "run_change_ms", "grouping_change_ms", "metric_change_ms"))
     RESULTS.parent.mkdir(exist_ok=True)

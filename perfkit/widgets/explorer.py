@@ -36,7 +36,7 @@ from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
 from perfkit.model import TRAFFIC_DIMS
 from perfkit.plots.pop import pop_plot, pop_styler
-from perfkit.widgets.ranks import WIDGET_WIDTH, rank_controls, rank_pane, rank_state
+from perfkit.widgets.ranks import WIDGET_WIDTH, rank_controls, rank_pane, rank_state, view_stream
 from perfkit.widgets.scaling import scaling_panel
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
 
@@ -55,8 +55,9 @@ def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
     def in_view(run: str, rank_range: tuple[int, int], selected: list[int] | None) -> np.ndarray | None:
         return view_ranks(all_ranks, rank_range, selected, state.bounds[run])
 
-    totals, chosen = selection_pane(profiles, state)
-    tabs = pn.Tabs(("per rank", rank_pane(ds, state, totals, chosen)), sizing_mode="stretch_width")
+    stream = view_stream(state)
+    totals, chosen = selection_pane(profiles, state, stream)
+    tabs = pn.Tabs(("per rank", rank_pane(ds, state, totals, chosen, stream=stream)), sizing_mode="stretch_width")
     in_state = (state.param.run, state.param.ranks, state.param.selected)
     if has_scaling(ds):
         _add_tab(tabs, "scaling", _once(lambda: scaling_panel(profiles)))

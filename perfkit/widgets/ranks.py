@@ -102,15 +102,26 @@ def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
     return [pn.Row(run_select, metric_select, pn.Column(pn.pane.Markdown("group by"), by_select)), slider]
 
 
-def rank_pane(ds: xr.Dataset, state: RankState, *overlays: hv.DynamicMap) -> pn.pane.HoloViews:
-    """The per-rank view: a DynamicMap of :func:`rank_bands` following ``state``, under ``overlays``."""
+def view_stream(state: RankState) -> hv.streams.Params:
+    """A stream of ``state``'s run, metric, grouping and rank range; DynamicMaps overlaid on the per-rank
+    view share one, so that an action refreshes the plot once."""
+    return hv.streams.Params(state, ["run", "metric", "by", "ranks"])
+
+
+def rank_pane(ds: xr.Dataset, state: RankState, *overlays: hv.DynamicMap,
+              stream: hv.streams.Params | None = None) -> pn.pane.HoloViews:
+    """The per-rank view: a DynamicMap of :func:`rank_bands` following ``state`` (through ``stream``, a
+    :func:`view_stream` of it shared with ``overlays``), under ``overlays``."""
     def frame(run: str, metric: str, by: str, ranks: tuple[int, int]) -> hv.Polygons:
         bands = rank_bands(ds, run, by=by, metric=metric, ranks=ranks)
-        # in an overlay a label would be a second legend entry beside the groups': it becomes the title
-        return bands.relabel("").opts(title=bands.label) if overlays else bands
+        if overlays:  # in an overlay a label would be a second legend entry beside the groups': it is the title
+            title = bands.label
+            with param.edit_constant(bands):  # in place: a relabelled copy re-validates every polygon
+                bands.label = ""
+            bands.opts(title=title)
+        return bands
 
-    stream = hv.streams.Params(state, ["run", "metric", "by", "ranks"])
-    plot = hv.DynamicMap(frame, streams=[stream])
+    plot = hv.DynamicMap(frame, streams=[stream or view_stream(state)])
     for overlay in overlays:
         plot = plot * overlay
     return pn.pane.HoloViews(plot, sizing_mode="stretch_width")

@@ -85,34 +85,45 @@ def node_ranks(ds: xr.Dataset, run: str) -> dict[int, np.ndarray]:
     return {int(n): ranks[known][nodes[known] == n] for n in np.unique(nodes[known])}
 
 
-def selection_pane(ds: xr.Dataset, state: RankState) -> tuple[hv.DynamicMap, hv.DynamicMap]:
-    """Markers of each rank's total (box/lasso selectable) and of the selected ranks, following ``state``.
+def selection_pane(ds: xr.Dataset, state: RankState,
+                   stream: hv.streams.Params) -> tuple[hv.DynamicMap, hv.DynamicMap]:
+    """Markers of each rank's total (box/lasso selectable) and of the selected ranks, following ``state``
+    through ``stream`` (:func:`perfkit.widgets.ranks.view_stream`, shared with the per-rank bands).
 
     Returns the two DynamicMaps, to overlay on the per-rank bands; a box or lasso on the first sets
     ``state.selected`` (its ``Selection1D`` stream lives as long as the DynamicMap).
     """
     shown: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
+    last: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def totals_of(run: str, metric: str, ranks: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`rank_totals`, computed once for both markers."""
+        key = (run, metric, tuple(ranks))
+        if key not in last:
+            last.clear()
+            last[key] = rank_totals(ds, run, metric, ranks)
+        return last[key]
 
     def unit_label(metric: str) -> hv.Dimension:
         unit = str(ds["units"].sel(metric=metric).item())
         return hv.Dimension("value", label=f"{metric} [{unit}]" if unit not in ("", "1") else metric)
 
-    def totals(run: str, metric: str, ranks: tuple[int, int]) -> hv.Scatter:
-        x, y = rank_totals(ds, run, metric, ranks)
+    def totals(run: str, metric: str, ranks: tuple[int, int], **_: Any) -> hv.Scatter:
+        x, y = totals_of(run, metric, ranks)
         shown[0] = x
         return hv.Scatter((x, y), "rank", unit_label(metric), label="rank total").opts(
             color="black", size=3, alpha=0.6, selection_alpha=0.6, nonselection_alpha=0.6, selection_color="black",
             tools=["box_select", "lasso_select"], active_tools=["box_select"], framewise=True)
 
-    def chosen(run: str, metric: str, ranks: tuple[int, int], selected: list[int] | None) -> hv.Scatter:
-        x, y = rank_totals(ds, run, metric, ranks)
+    def chosen(run: str, metric: str, ranks: tuple[int, int], selected: list[int] | None, **_: Any) -> hv.Scatter:
+        x, y = totals_of(run, metric, ranks)
         keep = np.isin(x, selected) if selected is not None else np.zeros(x.size, dtype=bool)
         return hv.Scatter((x[keep], y[keep]), "rank", unit_label(metric), label="selected").opts(
             color=SELECTED_COLOUR, size=7, line_color="white", framewise=True)
 
-    base = hv.DynamicMap(totals, streams=[hv.streams.Params(state, ["run", "metric", "ranks"])])
-    marks = hv.DynamicMap(chosen, streams=[hv.streams.Params(state, ["run", "metric", "ranks", "selected"])])
-    stream = hv.streams.Selection1D(source=base)
+    base = hv.DynamicMap(totals, streams=[stream])
+    marks = hv.DynamicMap(chosen, streams=[stream, hv.streams.Params(state, ["selected"])])
+    box = hv.streams.Selection1D(source=base)
 
     def on_select(index: list[int]) -> None:
         ranks = shown[0]
@@ -121,7 +132,7 @@ def selection_pane(ds: xr.Dataset, state: RankState) -> tuple[hv.DynamicMap, hv.
         if index.size:
             select(state, ranks[index], "box/lasso in the per-rank plot")
 
-    stream.add_subscriber(on_select)
+    box.add_subscriber(on_select)
     return base, marks
 
 
