@@ -91,11 +91,13 @@ def pop_plot(pop: xr.Dataset, metrics: tuple[str, ...] | None = None) -> hv.Over
         curve = hv.Curve(frame, "nprocs", ["efficiency", "metric"], label=LABELS[name]).opts(
             color=METRIC_COLOURS[name])
         curves.append(curve * hv.Scatter(curve).opts(size=6, color=METRIC_COLOURS[name]))
-    bands = hv.HSpan(GREEN, 1.05).opts(color=COLOURS["green"], alpha=0.25) * \
+    values = np.concatenate([pop[name].values.astype(float) for name in metrics])
+    top = max(1.05, float(np.nanmax(values, initial=0.0)) * 1.04)  # computation scalability may exceed 1
+    bands = hv.HSpan(GREEN, top).opts(color=COLOURS["green"], alpha=0.25) * \
         hv.HSpan(AMBER, GREEN).opts(color=COLOURS["amber"], alpha=0.25) * \
         hv.HSpan(0, AMBER).opts(color=COLOURS["red"], alpha=0.2)
     return (bands * hv.Overlay(curves)).opts(
-        hv.opts.Curve(logx=True, ylim=(0, 1.05), tools=["hover"], xlabel="processes", ylabel="efficiency"),
+        hv.opts.Curve(logx=True, ylim=(0, top), tools=["hover"], xlabel="processes", ylabel="efficiency"),
         hv.opts.Overlay(legend_position="right", title="POP efficiencies across the series", responsive=True,
                         min_width=400, height=380, logx=True, xticks=log_ticker(nprocs, at_values=True),
                         xformatter=log_formatter(), padding=(0.04, 0), show_grid=True))

@@ -10,6 +10,8 @@ import perfkit
 from perfkit.plots.pop import COLOURS, colour, pop_plot, pop_styler, pop_table
 from tests.helpers import ROOT
 
+hv.extension("bokeh")
+
 
 @pytest.fixture(scope="module")
 def pop():
