@@ -62,11 +62,6 @@ def _per_label(values: np.ndarray, labels: np.ndarray,
     return groups, np.stack([reduce(values[..., inverse == g], axis=-1) for g in range(groups.size)], axis=-1)
 
 
-def is_lazy(ds: xr.Dataset) -> bool:
-    """Whether ``profile`` is dask-backed (a lazily opened or chunked cube)."""
-    return ds.variables["profile"].chunks is not None
-
-
 def with_loaded_coords(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` with every coordinate in memory (they are small; a lazily opened store keeps them as dask)."""
     lazy = {name: var.compute() for name, var in ds.coords.variables.items() if var.chunks is not None}
@@ -92,7 +87,7 @@ def per_rank(ds: xr.Dataset, reduce: Callable[[np.ndarray], np.ndarray], metrics
     data = profile.data.rechunk({0: -1, 2: -1, 3: -1})
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        sample = reduce(np.zeros((1, 1, *data.shape[2:])))
+        sample = reduce(np.zeros((data.shape[0], 1, *data.shape[2:])))
     trailing = sample.shape[2:]
     layout = {"drop_axis": list(range(2 + len(trailing), 4))} if len(trailing) < 2 else {
         "new_axis": list(range(4, 2 + len(trailing)))}

@@ -157,7 +157,7 @@ def split_and_breakdown(ds: xr.Dataset, *, split: bool = True,
     blocks = []
     if split:
         parts = per_rank(ds, lambda block: np.stack(calls.split(block, floors), axis=-1), calls.metrics, calls.comm)
-        blocks.append(parts.transpose(3, 2, 0, 1))  # (part, call, run, rank): the layout of ``_by_part``
+        blocks.append(parts.transpose(3, 2, 0, 1))  # (part, call, run, rank), ranks contiguous: see ``_split_of``
     if kinds:
         blocks += [per_rank(ds, lambda block: calls.per_kind(block, floors), calls.metrics, calls.comm),
                    _kind_sums(ds)]
