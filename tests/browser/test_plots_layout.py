@@ -34,6 +34,8 @@ def test_scaling_tab_plots_fill_the_page(page, serve, artifacts):
            f"--allow-websocket-origin=127.0.0.1:{port}"], port)
     page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=RENDER_TIMEOUT * 1000)
     page.locator(".bk-Canvas").first.wait_for(timeout=RENDER_TIMEOUT * 1000)
+    page.wait_for_timeout(500)
+    page.screenshot(path=artifacts / "plots-per-rank-tab.png")
     page.locator(".bk-tab", has_text=re.compile("^scaling$")).click()
 
     def scaling_plots():

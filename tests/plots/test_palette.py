@@ -88,3 +88,19 @@ def test_kind_colours_are_the_same_in_the_tour_and_the_dashboard(series):
 def test_lighten_mixes_with_white():
     assert lighten("#000000") == "#808080" and lighten("#ff7f0e", 0) == "#ff7f0e"
     assert np.isclose(int(lighten("#204060", 1.0)[1:3], 16), 255)
+
+
+def test_the_dashboard_plot_recolours_in_place_when_the_grouping_changes(series):
+    import panel as pn
+
+    from perfkit.widgets.ranks import rank_explorer
+
+    layout = rank_explorer(series, run="48/slt")
+    root = layout.get_root()
+    mapper = next(iter(root.select({"type": CategoricalColorMapper})))
+    assert dict(zip(mapper.factors, mapper.palette))["Compute"] == colour("Compute")
+    by = next(w for w in layout.select(pn.widgets.RadioButtonGroup) if "kind" in w.options)
+    by.value = "kind"
+    mapper = next(iter(root.select({"type": CategoricalColorMapper})))
+    shown = dict(zip(mapper.factors, mapper.palette))
+    assert all(shown[k] == KIND_COLOURS[k] for k in ("compute", "transfer", "wait_late_sender"))
