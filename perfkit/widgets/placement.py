@@ -232,14 +232,14 @@ def decision_text(result: PlacementResult) -> str:
     switches = f"{topo.switch_size} nodes per switch" if topo.switch_size else "one switch"
     parts = [f"{result.placed.nranks} ranks on {topo.nodes} nodes x {topo.cores} cores "
              f"({topo.sockets} socket{'s' * (topo.sockets > 1)}, {switches}), {label}"]
-    if "wall_time_s" in info:
-        parts.append(f"placed in {info['wall_time_s']:.3g} s")
     if info.get("kept_block"):
         parts.append("**block kept**: Scotch found no placement cheaper than block in its own objective")
     elif "kept_block" in info:
         parts.append("Scotch's placement is cheaper than block in its own objective")
     if info.get("moved"):
         parts.append(f"{info['moved']} ranks moved off over-full cores or nodes")
+    if "wall_time_s" in info:
+        parts.append(f"placed in {info['wall_time_s']:.3g} s")
     return "; ".join(parts) + "."
 
 
