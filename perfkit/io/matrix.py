@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import zipfile
 from io import BytesIO
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -135,8 +136,60 @@ def _format_of(path: Path, fmt: str | None) -> str:
     return "csv"
 
 
-def _read_csv(path: Path) -> tuple[np.ndarray, list[int]]:
-    """Dense rows of a headerless CSV (comma or whitespace separated) and their line numbers."""
+def _read_csv(path: Path) -> tuple[np.ndarray, list[int] | None]:
+    """Dense rows of a headerless CSV (comma or whitespace separated) and their line numbers (None: all good).
+
+    pandas reads the file in one go; a file it cannot read exactly, or whose values break the
+    contract, is read again line by line to name the line at fault.
+    """
+    dense = _read_csv_fast(path)
+    return (dense, None) if dense is not None else _read_csv_lines(path)
+
+
+def _read_csv_fast(path: Path) -> np.ndarray | None:
+    """The square, finite, non-negative matrix of a well-formed CSV, else None (``_read_csv_lines`` decides).
+
+    numpy's C ``loadtxt`` reads the file a chunk at a time into one growing array (the file's bytes
+    are held only when a '#' is there to check).
+    """
+    size = path.stat().st_size
+    if too_big(3.0 * size, "a text matrix"):
+        return None
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16)
+        first = next((t for t in (raw.strip() for raw in head.split(b"\n")[:-1]) if t and not t.startswith(b"#")),
+                     None)
+        if first is None:
+            return None
+        comma = b"," in first
+        n = len(first.split(b",") if comma else first.split())
+        if too_big(8.0 * n * n * 4, "a dense matrix"):
+            return None
+        source: BinaryIO = fh
+        if _holds(fh, b"#"):
+            fh.seek(0)
+            source = BytesIO(fh.read())
+            if _MID_LINE_HASH.search(source.getbuffer()):  # '#' starts comment lines only
+                return None
+        source.seek(0)
+        try:
+            dense = np.loadtxt(source, delimiter="," if comma else None, dtype=np.float64, comments="#", ndmin=2,
+                               encoding="latin-1")
+        except ValueError:  # a row of other length, a cell that is not a number
+            return None
+    if dense.shape != (n, n) or not np.isfinite(dense).all() or (dense < 0).any():
+        return None
+    return dense
+
+
+def _holds(fh: BinaryIO, byte: bytes) -> bool:
+    """True if the file holds ``byte`` (read a chunk at a time)."""
+    fh.seek(0)
+    return any(byte in chunk for chunk in iter(lambda: fh.read(_CHUNK), b""))
+
+
+def _read_csv_lines(path: Path) -> tuple[np.ndarray, list[int]]:
+    """Dense rows of a headerless CSV (comma or whitespace separated) and their line numbers, line by line."""
     rows: list[np.ndarray] = []
     lines: list[int] = []
     comma: bool | None = None
@@ -309,6 +362,7 @@ def _sparse_npz(path: Path, archive: zipfile.ZipFile) -> sparse.COO:
 
 # --- MatrixMarket: a validating parser (grammar checked in Python before numbers are converted) -------
 
+_MID_LINE_HASH = re.compile(rb"(?m)^[ \t]*[^#\s][^\n]*#")
 _MM_HEADER = re.compile(rb"%%MatrixMarket[ \t]+(\w+)[ \t]+(\w+)[ \t]+([\w-]+)[ \t]+([\w-]+)[ \t]*", re.I)
 _MM_INT = rb"\d{1,18}"
 _MM_REAL = rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d{1,5})?"
@@ -319,6 +373,9 @@ _MM_BLANK = np.zeros(256, dtype=bool)
 _MM_BLANK[np.frombuffer(b" \t\r\n", dtype=np.uint8)] = True
 #: Fewest bytes one entry takes: "1 1 1\n" (coordinate), "1\n" (array).
 _MIN_ENTRY = {"coordinate": 6, "array": 2}
+#: MPI numbers ranks with a C int: larger declared sizes are refused.
+MAX_RANKS = 2**31
+_CHUNK = 1 << 22
 
 
 def _read_mtx(path: Path, quantity: str) -> Matrix:
@@ -327,15 +384,23 @@ def _read_mtx(path: Path, quantity: str) -> Matrix:
     The header, the size line and every entry line are checked against the format's grammar, the
     declared sizes against the bytes present and ``max_bytes``, before any number is converted.
     Symmetric files must list the lower triangle only; ``pattern``, ``complex``, ``hermitian`` and
-    ``skew-symmetric`` are refused (they cannot hold non-negative traffic).
+    ``skew-symmetric`` are refused (they cannot hold non-negative traffic). The entries are parsed
+    from the file as it is read (the file's bytes are not held); the bytes are read again only to
+    name the line of an error.
     """
     size = path.stat().st_size
     refusal = too_big(size * 4, "holding this MatrixMarket file decoded")
     if refusal:
         raise PerfkitFormatError(path, None, refusal)
-    data = path.read_bytes()
-    first_nl = data.find(b"\n")
-    header = data[: first_nl if first_nl >= 0 else len(data)].rstrip(b"\r")
+    with open(path, "rb") as fh:
+        layout, field_, symmetry, tokens, line = _mm_preamble(path, fh)
+        start = fh.tell()
+        return _mm_entries(path, fh, start, size - start, layout, field_, symmetry, tokens, line)
+
+
+def _mm_preamble(path: Path, fh: BinaryIO) -> tuple[str, str, str, list[bytes], int]:
+    """Layout, field, symmetry, size-line tokens and the size line's number; ``fh`` is left after it."""
+    header = fh.readline(1 << 16).rstrip(b"\r\n")
     m = _MM_HEADER.fullmatch(header)
     if not m:
         raise PerfkitFormatError(path, 1, "expected the header '%%MatrixMarket matrix coordinate|array "
@@ -349,15 +414,12 @@ def _read_mtx(path: Path, quantity: str) -> Matrix:
                                           "needs non-negative real values)")
     if symmetry not in ("general", "symmetric"):
         raise PerfkitFormatError(path, 1, f"MatrixMarket symmetry '{symmetry}': expected general or symmetric")
-    # comments, then the size line
-    pos, line = (first_nl + 1 if first_nl >= 0 else len(data)), 2
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        end = len(data) if nl < 0 else nl
-        text = data[pos:end].strip()
+    line = 1
+    for raw in iter(fh.readline, b""):  # comments, then the size line
+        line += 1
+        text = raw.strip()
         if text and not text.startswith(b"%"):
             break
-        pos, line = end + 1, line + 1
     else:
         raise PerfkitFormatError(path, None, "no size line after the MatrixMarket header (truncated?)")
     wanted = 3 if layout == "coordinate" else 2
@@ -366,33 +428,39 @@ def _read_mtx(path: Path, quantity: str) -> Matrix:
         shape = "'rows columns entries'" if layout == "coordinate" else "'rows columns'"
         raise PerfkitFormatError(path, line, f"expected the size line {shape} (integers), found "
                                              f"{text[:60].decode('latin-1')!r}")
+    return layout, field_, symmetry, tokens, line
+
+
+def _mm_entries(path: Path, fh: BinaryIO, start: int, length: int, layout: str, field_: str, symmetry: str,
+                tokens: list[bytes], line: int) -> Matrix:
+    """The entries after the size line (on ``line``), from byte ``start`` of ``fh`` on (``length`` bytes)."""
     rows, cols = int(tokens[0]), int(tokens[1])
     if rows != cols or rows == 0:
         raise PerfkitFormatError(path, line, f"declares {rows} rows x {cols} columns; expected a square matrix")
     n = rows
-    body = data[end + 1:] if end < len(data) else b""
-    if body and not body.endswith(b"\n"):
-        body += b"\n"
+    if n > MAX_RANKS:
+        raise PerfkitFormatError(path, line, f"declares {n:,} ranks; MPI numbers at most {MAX_RANKS:,}")
     if layout == "coordinate":
         entries = int(tokens[2])
         needed = entries * 8 * 12 + n * 16 if n > SPARSE_ABOVE else 8 * n * n * 5 + entries * 8 * 12
     else:
         entries = n * n if symmetry == "general" else n * (n + 1) // 2
         needed = 8 * n * n * 5
-    if entries * _MIN_ENTRY[layout] > len(body) + 1:
-        raise PerfkitFormatError(path, line, f"declares {entries:,} entries, but only {len(body):,} bytes follow "
+    if entries * _MIN_ENTRY[layout] > length + 1:
+        raise PerfkitFormatError(path, line, f"declares {entries:,} entries, but only {length:,} bytes follow "
                                              "(truncated, or a wrong size line)")
     refusal = too_big(needed, f"a {n:,} x {n:,} matrix with {entries:,} entries")
     if refusal:
         raise PerfkitFormatError(path, line, refusal)
-    if entries == 0 and not body.strip():
+    if entries == 0 and _blank_from(fh, start):
         return sparse.COO(np.zeros((2, 0), dtype=np.int64), np.zeros(0), shape=(n, n))
-    table = _mm_table(body, layout == "coordinate")
+    table = _mm_table(fh, start, layout == "coordinate")
     if table is None:
-        _mm_raise_at_bad_line(path, body, line + 1, layout, field_)
+        _mm_raise_at_bad_line(path, _mm_body(path, start), line + 1, layout, field_)
     values = table[-1]
     if values.size != entries:
         found = values.size
+        body = _mm_body(path, start)
         at = _entry_line(body, line + 1, entries) if found > entries else line + 1 + body.count(b"\n")
         raise PerfkitFormatError(path, at, f"the size line declares {entries:,} entries, the file has "
                                            f"{found:,}" + (" (truncated?)" if found < entries else ""))
@@ -402,26 +470,72 @@ def _read_mtx(path: Path, quantity: str) -> Matrix:
     for bad, what in checks:
         if bad.any():
             k = int(np.argmax(bad))
-            line_k = _entry_line(body, line + 1, k)
+            line_k = _entry_line(_mm_body(path, start), line + 1, k)
             where = f"row {table[0][k]}, column {table[1][k]}: " if len(table) == 3 else ""
             raise PerfkitFormatError(path, line_k, f"{where}value {float(values[k])!r} {what}")
     if layout == "array":
         return _mm_array(values, n, symmetry)
-    i, j = table[0] - 1, table[1] - 1
+    i, j = table[0], table[1]  # 1-based
     above = (i < j) if symmetry == "symmetric" else np.zeros(i.size, dtype=bool)
-    for bad, what in ((i < 0, "row index 0 (indices start at 1)"),
-                      (j < 0, "column index 0 (indices start at 1)"), (i >= n, f"row index above {n}"),
-                      (j >= n, f"column index above {n}"),
+    for bad, what in ((i < 1, "row index 0 (indices start at 1)"),
+                      (j < 1, "column index 0 (indices start at 1)"), (i > n, f"row index above {n}"),
+                      (j > n, f"column index above {n}"),
                       (above, "above the diagonal in a symmetric file (only the lower triangle is stored)")):
         if bad.any():
             k = int(np.argmax(bad))
-            line_k = _entry_line(body, line + 1, k)
-            raise PerfkitFormatError(path, line_k, f"entry ({i[k] + 1}, {j[k] + 1}): {what}")
+            line_k = _entry_line(_mm_body(path, start), line + 1, k)
+            raise PerfkitFormatError(path, line_k, f"entry ({i[k]}, {j[k]}): {what}")
+    del table, above
     if symmetry == "symmetric":
         off = i != j
         i, j, values = np.concatenate([i, j[off]]), np.concatenate([j, i[off]]), np.concatenate([values, values[off]])
-    coo = scipy.sparse.coo_matrix((values, (i, j)), shape=(n, n))
-    return _from_scipy(path, coo)
+        del off
+    linear = i * n  # row-major position of each entry (n <= MAX_RANKS keeps n * n within int64)
+    linear += j
+    linear -= n + 1  # indices are 1-based
+    del i, j
+    parts = [linear, values]
+    del linear, values
+    return _coo(parts, n)
+
+
+def _coo(parts: list[np.ndarray], n: int) -> sparse.COO:
+    """An (n, n) ``sparse.COO`` of entries at row-major positions ``parts[0]`` with values ``parts[1]``.
+
+    Duplicates are summed; entries already in row-major order without repeats (the usual case)
+    are taken as they are. The arrays are taken out of ``parts`` so that each is freed as soon as
+    its sorted copy exists.
+    """
+    linear, values = parts
+    parts.clear()
+    if linear.size > 1 and not np.all(linear[1:] > linear[:-1]):
+        order = np.argsort(linear)
+        linear = linear[order]
+        values = values[order]
+        del order
+        starts = np.flatnonzero(np.concatenate([[True], linear[1:] != linear[:-1]]))
+        if starts.size < linear.size:
+            linear, values = linear[starts], np.add.reduceat(values, starts)
+    coords = np.empty((2, linear.size), dtype=np.int64)
+    np.divmod(linear, n, out=(coords[0], coords[1]))
+    del linear
+    if not values.flags.writeable:  # pandas' column views are read-only
+        values = values.copy()
+    return sparse.COO(coords, values, shape=(n, n), has_duplicates=False, sorted=True)
+
+
+def _blank_from(fh: BinaryIO, start: int) -> bool:
+    """True if nothing but whitespace follows byte ``start``."""
+    fh.seek(start)
+    return all(not chunk.strip() for chunk in iter(lambda: fh.read(_CHUNK), b""))
+
+
+def _mm_body(path: Path, start: int) -> bytes:
+    """The bytes after the size line, ending with a newline (error messages only)."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        body = fh.read()
+    return body + b"\n" if body and not body.endswith(b"\n") else body
 
 
 def _mm_raise_at_bad_line(path: Path, body: bytes, first_line: int, layout: str, field_: str) -> None:
@@ -435,28 +549,40 @@ def _mm_raise_at_bad_line(path: Path, body: bytes, first_line: int, layout: str,
     raise PerfkitFormatError(path, bad_line, f"expected {what} ({field_}) per line, found {found!r}")
 
 
-def _mm_table(body: bytes, coordinate: bool) -> list[np.ndarray] | None:
-    """Columns (row, column, value or just value) of MatrixMarket entry lines; None when malformed.
+def _mm_table(fh: BinaryIO, start: int, coordinate: bool) -> list[np.ndarray] | None:
+    """Columns (row, column, value or just value) of the MatrixMarket entry lines from byte ``start`` of ``fh``.
 
-    Only bytes of the number alphabet reach pandas' C tokenizer; indices are int64 (at most 18
-    digits pass the grammar), values float64.
+    None when malformed. Only bytes of the number alphabet reach pandas' C tokenizer (checked a
+    chunk at a time first); indices are int64 (at most 18 digits pass the grammar), values float64.
+    Single spaces between fields are tried first (pandas' quickest path), any whitespace after.
     """
-    if body.translate(None, _MM_ALPHABET):  # letters other than e/E: inf, nan, 0x1F, 12abc, 1,5 ...
+    if not _number_bytes_only(fh, start):  # letters other than e/E: inf, nan, 0x1F, 12abc, 1,5 ...
         return None
     ncols = 3 if coordinate else 1
     dtype = {0: np.int64, 1: np.int64, 2: np.float64} if coordinate else {0: np.float64}
-    simple = b"\t" not in body and b"  " not in body and b"\r" not in body and not body.startswith(b" ")
-    for sep in ((" ", r"\s+") if simple else (r"\s+",)):
+    for sep in (" ", r"\s+"):
+        fh.seek(start)
         try:
-            frame = pd.read_csv(BytesIO(body), sep=sep, header=None, engine="c", dtype=dtype)
+            frame = pd.read_csv(fh, sep=sep, header=None, engine="c", dtype=dtype, na_filter=False)
         except (ValueError, OverflowError, pd.errors.ParserError, pd.errors.EmptyDataError):
             continue
         if frame.shape[1] != ncols:
             continue
         columns = [frame[c].to_numpy() for c in range(ncols)]
+        del frame
         if columns[-1].dtype == np.float64 and not np.isnan(columns[-1]).any():
             return columns
     return None
+
+
+def _number_bytes_only(fh: BinaryIO, start: int) -> bool:
+    """True if every byte from ``start`` on is a digit, '.', 'e', 'E', a sign or whitespace."""
+    fh.seek(start)
+    buf = bytearray(max(1, min(_CHUNK, os.fstat(fh.fileno()).st_size - start)))
+    while got := fh.readinto(buf):
+        if (buf if got == len(buf) else buf[:got]).translate(None, _MM_ALPHABET):
+            return False
+    return True
 
 
 def _entry_line(body: bytes, first_line: int, k: int) -> int | None:

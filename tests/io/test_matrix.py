@@ -265,3 +265,55 @@ def test_bad_arguments() -> None:
         mx.open_matrix(_fixture("cg"), fmt="xlsx")
     with pytest.raises(FileNotFoundError):
         mx.open_matrix(DATA / "absent.csv")
+
+
+# --- the fast paths agree with what the files say ------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 12), seed=st.integers(0, 2**32 - 1), symmetric=st.booleans(), integer=st.booleans())
+def test_matrix_market_unsorted_with_repeats_sums_them(tmp_path: Path, n: int, seed: int, symmetric: bool,
+                                                       integer: bool) -> None:
+    """Entries in any order, some (i, j) listed twice: the matrix is their sum, as accumulated by hand."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 3 * n * n + 1))
+    i, j = rng.integers(1, n + 1, k), rng.integers(1, n + 1, k)
+    if symmetric:
+        i, j = np.maximum(i, j), np.minimum(i, j)
+    values = rng.integers(0, 10**6, k) if integer else np.round(rng.uniform(0, 1e6, k), 3)
+    expected = np.zeros((n, n))
+    np.add.at(expected, (i - 1, j - 1), values)
+    if symmetric:
+        expected = expected + np.tril(expected, -1).T
+    header = f"%%MatrixMarket matrix coordinate {'integer' if integer else 'real'} " \
+             f"{'symmetric' if symmetric else 'general'}\n% shuffled\n{n} {n} {k}\n"
+    path = tmp_path / "m.mtx"
+    path.write_text(header + "".join(f"{a} {b} {v}\n" for a, b, v in zip(i, j, values)))
+    got = mx.read_matrix(path)
+    assert isinstance(got, sparse.COO)
+    np.testing.assert_allclose(got.todense(), expected, rtol=1e-12)
+    linear = got.coords[0] * n + got.coords[1]
+    assert np.all(np.diff(linear) > 0)  # row-major, no repeats
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=arrays(np.int64, st.tuples(st.integers(1, 9), st.integers(1, 9)).map(lambda s: (s[0], s[0])),
+                     elements=st.integers(0, 10**12)),
+       layout=st.sampled_from(["comma", "spaces", "tabs", "comments"]))
+def test_csv_layouts_read_exactly(tmp_path: Path, values: np.ndarray, layout: str) -> None:
+    rows = [",".join(map(str, r)) if layout == "comma" else ("\t" if layout == "tabs" else "  ").join(map(str, r))
+            for r in values]
+    if layout == "comments":
+        rows = ["# sender x receiver [B]", *[" ".join(map(str, r)) for r in values], "# end", ""]
+    path = tmp_path / "m.csv"
+    path.write_text("\n".join(rows) + "\n")
+    np.testing.assert_array_equal(mx.read_matrix(path), values.astype(np.float64))
+
+
+def test_hash_inside_a_row_is_refused(tmp_path: Path) -> None:
+    """'#' opens comment lines only: after numbers it is not a comment but a bad cell, named with its line."""
+    path = tmp_path / "m.csv"
+    path.write_text("# comment\n1,2\n3,4 # note\n")
+    with pytest.raises(PerfkitFormatError, match="not a number") as err:
+        mx.read_matrix(path)
+    assert err.value.line == 3
