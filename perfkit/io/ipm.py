@@ -4,6 +4,9 @@ One ``<task>`` per rank. Per rank and function: ``time`` [s], ``calls`` and ``by
 ``<func>``; ``bytes_sent``/``calls_sent`` for send calls and ``bytes_recv``/``calls_recv`` for
 receive calls; ``Compute`` = ``perf@wtime - perf@mtime`` [s]. The ``<hash>`` entries (full logs)
 give the rank-to-rank ``traffic`` of point-to-point calls and the message-size histogram ``sizes``.
+``traffic`` is numpy or ``sparse.COO`` by its number of non-zeros (``perfkit.model.dense_traffic``:
+dense up to 4 MiB, or when at least a quarter of the sender x receiver x quantity elements are
+non-zero), whatever the rank count.
 See ``docs/formats/ipm.md`` for the format as this reader understands it.
 """
 
@@ -23,7 +26,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
 from perfkit.errors import PerfkitFormatError
-from perfkit.model import COMPUTE, METRICS, TRAFFIC_QUANTITIES, make_run
+from perfkit.model import COMPUTE, METRICS, TRAFFIC_QUANTITIES, dense_traffic, make_run
 from perfkit.options import too_big
 
 READER = "perfkit.io.ipm"
@@ -31,8 +34,6 @@ ROOT = "ipm_job_profile"
 #: Extra profile metric: IPM's own ``bytes`` of a call (buffer size x calls, any direction).
 EXTRA_UNITS = {"bytes": "B"}
 PROFILE_METRICS = (*METRICS, "bytes")
-#: Above this many ranks the traffic matrix is built as ``sparse.COO``.
-DENSE_RANK_LIMIT = 4096
 
 #: Calls whose ``bytes``/``orank`` describe a message sent to ``orank`` (IPM: DATA_TX).
 SEND_CALLS = frozenset({
@@ -699,7 +700,12 @@ def _warn_left_out(cols: _Columns, rows: np.ndarray, reason: np.ndarray, valid: 
 def _merge_sides(pair: np.ndarray, is_send: np.ndarray, values: np.ndarray, nrank: int,
                  warnings: list[str]) -> Any:
     """Bytes and count from the send side where it saw the pair, else from the receive side;
-    time is the sum of both sides' call time [s]."""
+    time is the sum of both sides' call time [s].
+
+    Dense (numpy) or sparse (``sparse.COO``) by the number of non-zeros, not the rank count
+    (``perfkit.model.dense_traffic``): dense when the dense array is at most 4 MiB or when at least
+    a quarter of its elements are non-zero (then it is no larger than the COO).
+    """
     keys, inverse = np.unique(pair, return_inverse=True)
     sums = np.zeros((2, len(keys), 3))
     np.add.at(sums, (is_send.astype(np.int64), inverse), values)
@@ -714,7 +720,7 @@ def _merge_sides(pair: np.ndarray, is_send: np.ndarray, values: np.ndarray, nran
                         "side logged other bytes than the send side; the send side is used")
     sender, receiver = np.divmod(keys, nrank)
     quantities = len(TRAFFIC_QUANTITIES)
-    if nrank > DENSE_RANK_LIMIT:
+    if not dense_traffic(nrank, merged.size):
         import sparse
 
         coords = np.stack([np.repeat(sender, quantities), np.repeat(receiver, quantities),

@@ -347,13 +347,35 @@ def test_decimal_orank_zero_needs_rank_zero_to_agree(tmp_path: Path) -> None:
     assert any("left out 1 point-to-point" in w and "9 calls" in w for w in read_warnings(ds))
 
 
-def test_large_jobs_get_a_sparse_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sparse_traffic_chosen_by_non_zeros(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the small-array allowance, a neighbour pattern (few non-zeros) is sparse, same values."""
     path = DATA / "real/HPCCG-strong/16/unknown.1795313459.30979.ipm.xml"
     dense = ipm.read(path)
-    monkeypatch.setattr(ipm, "DENSE_RANK_LIMIT", 4)
+    assert isinstance(dense["traffic"].data, np.ndarray)  # 16 ranks: a few KiB
+    monkeypatch.setattr(perfkit.model, "DENSE_TRAFFIC_BYTES", 0)
     ds = ipm.read(path)
     assert isinstance(ds["traffic"].data, sparse.COO)
     np.testing.assert_array_equal(ds["traffic"].data.todense(), dense["traffic"].values)
+
+
+def test_dense_traffic_when_most_pairs_talk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """All-to-all: every element non-zero, so dense is the smaller storage even without the allowance."""
+    monkeypatch.setattr(perfkit.model, "DENSE_TRAFFIC_BYTES", 0)
+    n = 6
+    path = write_ipm(tmp_path / "a2a.xml", [task(r, [hent("MPI_Send", 8, p, 1, 0.1) for p in range(n) if p != r])
+                                             for r in range(n)])
+    traffic = ipm.read(path)["traffic"]
+    assert isinstance(traffic.data, np.ndarray)
+    assert traffic.isel(run=0).sel(quantity="count").values.sum() == n * (n - 1)
+
+
+def test_dense_traffic_rule() -> None:
+    from perfkit.model import dense_traffic
+
+    assert dense_traffic(400, 0)  # 3.7 MiB dense: small
+    assert not dense_traffic(4096, 6 * 4096 * 3)  # a 2-D halo at 4,096 ranks: 403 MB dense, 2.4 MB sparse
+    assert dense_traffic(4096, 4096 * 4096 * 3 // 4)  # a quarter non-zero: dense is no larger
+    assert not dense_traffic(8192, 4096 * 4096)
 
 
 # --------------------------------------------------------------------------- regions
