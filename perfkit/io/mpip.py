@@ -124,16 +124,16 @@ def _tokens(report: Report, section: Section, ncols: int) -> tuple[list[int], li
 
 
 def _check_header(report: Report, section: Section, expected: Sequence[str]) -> None:
-    if section.header is None:
+    text = section.header_text
+    if text is None:
         if section.rows:
             raise fail(report, section.rows[0][0], f"section {section.title!r} lacks its column header")
         return
-    lineno, text = section.header
     if text.strip().startswith(_QUIET_LINES):
-        section.header = None
+        section.header_text = None
         return
     if tuple(text.split()) != tuple(expected):
-        found = text.strip()
+        found, lineno = text.strip(), section.header_line
         raise fail(report, lineno, f"expected columns {' '.join(expected)} in {section.title!r}, found {found!r}")
 
 
@@ -203,8 +203,8 @@ def _site_arrays(report: Report, key: str, columns: Sequence[str]) -> dict[str, 
     """A verbose per-rank call-site table (time or bytes) as column arrays (rank -1 = ``*``), or None.
 
     Columns ``function`` (``MPI_Xxx`` per row), ``fcode`` (its index in ``fnames``), ``site``,
-    ``rank``, ``count`` and the statistics columns; ``key`` names the section, and ``line_no``
-    the line of each row when the section was read line by line.
+    ``pair`` (index of the row's (function, site)), ``rank``, ``count`` and the statistics columns;
+    ``key`` names the section, and ``line_no`` the line of each row when it was read line by line.
     """
     section = report.sections.get(key)
     if section is None:
@@ -212,16 +212,16 @@ def _site_arrays(report: Report, key: str, columns: Sequence[str]) -> dict[str, 
     _check_header(report, section, columns)
     fast = parse(section, columns, text="Name", integers=("Site", "Rank", "Count"), star="Rank")
     if fast is not None:
-        codes, names = pd.factorize(fast["Name"].to_numpy())
+        codes, names = _run_codes(fast["Name"].to_numpy())
         fnames = np.array(["MPI_" + name for name in names], dtype=object)
         out: dict[str, Any] = {
-            "key": key, "fnames": fnames, "fcode": codes.astype(np.int64),
+            "key": key, "fnames": fnames, "fcode": codes,
             "site": fast["Site"].to_numpy().astype(np.int64),
             "rank": np.nan_to_num(fast["Rank"].to_numpy(), nan=-1).astype(np.int64),
             "count": fast["Count"].to_numpy().astype(np.int64),
             **{name: fast[name].to_numpy() for name in columns[4:]},
         }
-        out["function"] = fnames[out["fcode"]]
+        out["function"], out["pair"] = fnames[codes], _pair_ids(codes, out["site"])
         if not _duplicated(out):
             return out
     linenos, rows = _tokens(report, section, len(columns))
@@ -234,25 +234,42 @@ def _site_arrays(report: Report, key: str, columns: Sequence[str]) -> dict[str, 
         "count": _integers(report, linenos, cols["Count"], "Count"),
         "line_no": np.asarray(linenos, dtype=np.int64),
     }
-    out["function"] = out["fnames"][fcode]
+    out["function"], out["pair"] = out["fnames"][fcode], _pair_ids(out["fcode"], out["site"])
     for name in columns[4:]:
         out[name] = _numbers(report, linenos, cols[name], name)
     _check_unique(report, out, section.title)
     return out
 
 
+def _run_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values)`` (codes as int64) hashing only where the value changes (rows come in runs)."""
+    if not values.size:
+        return np.zeros(0, dtype=np.int64), values
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    codes, uniques = pd.factorize(values[starts])
+    return np.repeat(codes.astype(np.int64), np.diff(np.append(starts, values.size))), uniques
+
+
+def _pair_ids(fcode: np.ndarray, site: np.ndarray) -> np.ndarray:
+    """Index of each row's (function, site), numbered in order of first appearance."""
+    if not site.size:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], (fcode[1:] != fcode[:-1]) | (site[1:] != site[:-1]))))
+    runs = pd.DataFrame({"f": fcode[starts], "s": site[starts]}).groupby(["f", "s"], sort=False).ngroup()
+    return np.repeat(runs.to_numpy().astype(np.int64), np.diff(np.append(starts, site.size)))
+
+
 def _duplicated(rows: dict[str, Any]) -> bool:
     """True if some (function, site, rank) appears twice (rows in mpiP's order are checked in O(n))."""
-    site, rank = rows["site"], rows["rank"]
-    if not site.size:
+    pair, rank = rows["pair"], rows["rank"]
+    if not rank.size:
         return False
-    span_rank, span_site = int(rank.max()) - int(rank.min()) + 2, int(site.max()) - int(site.min()) + 1
-    if float(span_rank) * span_site * len(rows["fnames"]) < 2.0**62:
-        key = ((rows["fcode"] * span_site + site - site.min()) * span_rank
-               + np.where(rank < 0, span_rank - 1, rank - rank.min()))  # '*' rows last, as mpiP prints them
+    span = int(rank.max()) - int(rank.min()) + 2
+    if float(span) * (int(pair.max()) + 1) < 2.0**62:
+        key = pair * span + np.where(rank < 0, span - 1, rank - rank.min())  # '*' rows last, as mpiP prints them
         if (np.diff(key) > 0).all():
             return False
-    return bool(pd.DataFrame({"f": rows["fcode"], "s": site, "r": rank}).duplicated().any())
+    return bool(pd.DataFrame({"p": pair, "r": rank}).duplicated().any())
 
 
 def _check_unique(report: Report, rows: dict[str, Any], what: str) -> None:
@@ -350,12 +367,13 @@ def _histogram(report: Report, key: str) -> dict[str, Any] | None:
 def _aggregate_time(report: Report) -> dict[str, Any] | None:
     """Aggregate Time (top twenty): site totals [ms]; columns vary with version (Count) and COV."""
     section = report.sections.get("agg_time")
-    if section is None or section.header is None:
+    if section is None or section.header_text is None:
         return None
-    lineno, text = section.header
+    text = section.header_text
     names = tuple(text.split())
     if names[:5] != ("Call", "Site", "Time", "App%", "MPI%") or not set(names[5:]) <= {"Count", "COV"}:
-        raise fail(report, lineno, f"expected columns Call Site Time App% MPI% [Count] [COV], found {text.strip()!r}")
+        raise fail(report, section.header_line,
+                   f"expected columns Call Site Time App% MPI% [Count] [COV], found {text.strip()!r}")
     linenos, rows = _tokens(report, section, len(names))
     cols = dict(zip(names, _columns(rows, len(names)), strict=True))
     return {
@@ -369,7 +387,7 @@ def _aggregate_time(report: Report) -> dict[str, Any] | None:
 def _aggregate_bytes(report: Report, key: str) -> None:
     """Check the shape of a top-twenty bytes table (its content repeats the call-site tables)."""
     section = report.sections.get(key)
-    if section is None or section.header is None:
+    if section is None or section.header_text is None:
         return
     linenos, rows = _tokens(report, section, 6)
     cols = _columns(rows, 6)
@@ -462,12 +480,20 @@ def _indices(report: Report, rows: dict[str, Any], ranks: np.ndarray,
              functions: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mask of per-rank rows, their rank index and function index in the cube."""
     mask = rows["rank"] >= 0
-    r = np.searchsorted(ranks, rows["rank"][mask]).clip(max=max(len(ranks) - 1, 0))
-    unknown = mask.nonzero()[0][ranks[r] != rows["rank"][mask]] if len(ranks) else mask.nonzero()[0]
+    r = _rank_index(ranks, rows["rank"][mask])
+    unknown = mask.nonzero()[0][r < 0]
     if unknown.size:
         raise fail(report, _row_line(report, rows, int(unknown[0])), "rank absent from the MPI Time section")
     f = pd.Index(functions).get_indexer(rows["fnames"])[rows["fcode"][mask]]
     return mask, r, f
+
+
+def _rank_index(ranks: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Index in ``ranks`` (sorted, unique) of each of ``values``, -1 for a value not in it."""
+    if len(ranks) and ranks[0] == 0 and ranks[-1] == len(ranks) - 1:  # ranks 0..n-1: a rank is its index
+        return np.where(values < len(ranks), values, -1)
+    r = np.searchsorted(ranks, values).clip(max=max(len(ranks) - 1, 0))
+    return np.where(ranks[r] == values, r, -1) if len(ranks) else np.full(len(values), -1)
 
 
 def _rank_cube(report: Report, tables: dict[str, dict[str, Any] | None], ranks: np.ndarray,
@@ -507,24 +533,10 @@ def _rank_cube(report: Report, tables: dict[str, dict[str, Any] | None], ranks: 
     return cube
 
 
-def _pairs(rows: dict[str, Any]) -> np.ndarray:
-    """Index of each row's (function, site) pair (pairs numbered in ascending order)."""
-    site = rows["site"]
-    if not site.size:
-        return np.zeros(0, dtype=np.int64)
-    span = int(site.max()) - int(site.min()) + 1
-    if span * len(rows["fnames"]) > 4 * site.size:  # sparse site IDs: hash them
-        return pd.DataFrame({"f": rows["fcode"], "s": site}).groupby(["f", "s"]).ngroup().to_numpy()
-    key = rows["fcode"] * span + (site - site.min())
-    seen = np.zeros(span * len(rows["fnames"]), dtype=bool)
-    seen[key] = True
-    return (np.cumsum(seen) - 1)[key]
-
-
 def _blank_hidden(report: Report, time: dict[str, Any], ranks: np.ndarray, functions: list[str],
                   metrics: list[str], cube: np.ndarray) -> None:
     """NaN the time/calls of ranks absent from a site whose ``*`` row counts calls not shown (``-t``)."""
-    pair = _pairs(time)
+    pair = time["pair"]
     star = time["rank"] < 0
     shown = np.bincount(pair, weights=np.where(star, 0, time["count"]).astype(np.float64))
     for i in np.flatnonzero(star & (time["count"] > shown[pair])):
@@ -566,7 +578,7 @@ def _check_rank_sums(report: Report, time: dict[str, Any] | None, ranks: np.ndar
     if time is None or not len(ranks):
         return
     mask = time["rank"] >= 0
-    r = np.searchsorted(ranks, time["rank"][mask])
+    r = _rank_index(ranks, time["rank"][mask])
     floor = _fixed_floor(report)
     weights = time["count"][mask] * _half_ulp(time["Mean"][mask], floor=floor) / 1e3
     slack = np.bincount(r, weights=weights, minlength=len(ranks))
@@ -585,7 +597,7 @@ def _check_sites(report: Report, tables: dict[str, dict[str, Any] | None]) -> No
     pairs = set()
     for rows in tables.values():
         if rows is not None:
-            first = np.unique(_pairs(rows), return_index=True)[1]
+            first = np.unique(rows["pair"], return_index=True)[1]
             pairs |= set(zip(rows["site"][first].tolist(), rows["function"][first], strict=True))
     for site in sorted({site for site, function in pairs if calls.get(site, function) != function}):
         report.warnings.append(f"call site {site}: statistics rows name another MPI call than the Callsites "

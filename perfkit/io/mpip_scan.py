@@ -1,10 +1,10 @@
 """Framing of an mpiP report: header facts and the byte range of each ``@--- Title ---`` section.
 
-One pass over the bytes finds the section headings (``bytes.find``) and counts the lines before
-them (``bytes.count``), so large tables are never split into Python lines here: their rows stay a
-byte range for ``perfkit.io.mpip_tables``. A section's rows as ``(line, text)`` pairs are made only
-when asked for (small sections, and large ones whose fast reading needs the line of a bad row).
-Line numbers are those of ``str.splitlines`` on the decoded text.
+The section headings are found with ``bytes.find``, so large tables are never split into Python
+lines here: their rows stay a byte range for ``perfkit.io.mpip_tables``. Line numbers are counted
+(``bytes.count``) only when one is needed, for a message; a section's rows as ``(line, text)``
+pairs are made only when asked for (small sections, and large ones whose fast reading needs the
+line of a bad row). Lines end at ``\n``, ``\r\n`` or ``\r`` (as editors and ``grep -n`` count them).
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ SUPPORTED_MAJOR = (2, 3)
 _HEADING = re.compile(r"^@--- (.*?)\s*-*\s*$")
 _COUNTED = re.compile(r"^(.*?):\s*(\d+)$")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
-#: Line breaks of ``str.splitlines`` other than ``\n`` (UTF-8 encoded): files holding one are
-#: rewritten with ``\n`` so that byte offsets and line numbers agree with the decoded text.
-#: (Single bytes, each a ``memchr``: ``\x85``, ``\xa8``, ``\xa9`` end U+0085, U+2028, U+2029.)
-_OTHER_BREAKS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x85", b"\xa8", b"\xa9")
+_ASSIGNMENT = b"@ MPI Task Assignment"
+_ASSIGNMENTS = re.compile(rb"^@ MPI Task Assignment[ \t]*:[ \t]*([0-9]+)(?: ([^\n]*?))?[ \t]*$", re.MULTILINE)
 
 # Section titles (without a trailing ": N") -> internal key.
 TITLES = {
@@ -55,10 +53,18 @@ class Source:
 
     path: Path
     data: bytes | None = field(default=None, repr=False)
+    _anchor: tuple[int, int] = (0, 1)  # a byte offset and its line number
 
     def bytes(self) -> bytes:
         """The (normalised) bytes of the report."""
         return _normalised(self.path.read_bytes()) if self.data is None else self.data
+
+    def line_at(self, offset: int) -> int:
+        """Line number of the byte at ``offset`` (counted from the last one asked for when it is before)."""
+        pos, line = self._anchor if offset >= self._anchor[0] else (0, 1)
+        line += self.bytes().count(b"\n", pos, offset)
+        self._anchor = (offset, line)
+        return line
 
     def release(self) -> None:
         """Stop holding the bytes (the rows of a section not yet split are then read again if asked for)."""
@@ -67,26 +73,38 @@ class Source:
 
 @dataclass
 class Section:
-    """One ``@--- Title ---`` section: its column header and the byte range of its rows.
+    """One ``@--- Title ---`` section (heading at byte ``offset``): its column header and its rows.
 
-    ``start``..``stop`` of the report's bytes holds every line after the column header up to the next
-    heading, less trailing blank and rule lines; ``first_line`` is the line number at ``start``.
+    ``start``..``stop`` of the report's bytes holds every line after the column header (the first
+    line neither blank nor a rule, at ``header_at``) up to the next heading, less trailing blank
+    and rule lines.
     """
 
     title: str
-    line: int
+    offset: int
     declared: int | None
     source: Source
     start: int = 0
     stop: int = 0
-    first_line: int = 0
-    header: tuple[int, str] | None = None
+    header_at: int = 0
+    header_text: str | None = None
+
+    @property
+    def line(self) -> int:
+        """Line number of the heading."""
+        return self.source.line_at(self.offset)
+
+    @property
+    def header_line(self) -> int:
+        """Line number of the column header (of the heading's next line without one)."""
+        return self.source.line_at(self.header_at if self.header_text is not None else self.start)
 
     @cached_property
     def rows(self) -> list[tuple[int, str]]:
         """Non-blank, non-rule row lines as (line number, text)."""
-        text = self.source.bytes()[self.start:self.stop].decode("utf-8", errors="replace").splitlines()
-        return [(self.first_line + i, line) for i, line in enumerate(text) if line.strip().strip("-")]
+        text = self.source.bytes()[self.start:self.stop].decode("utf-8", errors="replace").split("\n")
+        first = self.source.line_at(self.start)
+        return [(first + i, line) for i, line in enumerate(text) if line.strip().strip("-")]
 
 
 @dataclass
@@ -110,31 +128,37 @@ def fail(report_or_path: Report | Path, line: int | None, message: str) -> Perfk
 def scan(path: Path) -> Report:
     """Split the report into header facts and sections; check the frame (header, end marker)."""
     data = _normalised(_read_framed(path))
+    source = Source(path, data)
     begin = len(data) - len(data.lstrip())
     if begin == len(data):
         raise fail(path, None, "the file is empty (expected an mpiP report starting with '@ mpiP')")
-    line = data.count(b"\n", 0, begin) + 1
     first_end = _line_end(data, begin)
     first = data[begin:first_end].decode("utf-8", errors="replace").strip()
     if first != "@ mpiP":
-        raise fail(path, line, f"expected '@ mpiP' (an mpiP report), found {first[:60]!r}")
-    report = Report(path, Source(path, data))
-    heading = data.find(b"\n@---", first_end) + 1 or len(data)
-    _header_lines(report, data[first_end + 1:heading], line + 1)
-    line += data.count(b"\n", begin, heading)
+        raise fail(path, source.line_at(begin), f"expected '@ mpiP' (an mpiP report), found {first[:60]!r}")
+    report = Report(path, source)
+    heading = _next_heading(data, first_end)
+    _header_lines(report, data[first_end + 1:heading], source.line_at(first_end + 1))
     while heading < len(data):
         end = _line_end(data, heading)
-        section = _open_section(report, line, data[heading:end].decode("utf-8", errors="replace"))
+        section = _open_section(report, heading, data[heading:end].decode("utf-8", errors="replace"))
         if section is None:
-            _check_trailer(report, data[end + 1:], line + 1)
+            _check_trailer(report, data[end + 1:], end + 1)
             _check_version(report)
             return report
-        following = data.find(b"\n@---", end) + 1 or len(data)
-        _frame_rows(section, end + 1, following, line + 1)
-        line += data.count(b"\n", heading, following)
+        following = _next_heading(data, end)
+        _frame_rows(section, end + 1, following)
         heading = following
     lines = data.count(b"\n") + (not data.endswith(b"\n"))
     raise fail(path, lines, "file ends without the '@--- End of Report' heading: the report is truncated")
+
+
+def _next_heading(data: bytes, start: int) -> int:
+    """Offset of the first ``@---`` line starting after ``start`` (``len(data)`` if none)."""
+    at = data.find(b"@", start + 1)  # '@' is rare in tables: a one-byte find is a memchr over their rows
+    while at > 0 and not (data[at - 1] == 0x0A and data.startswith(b"@---", at)):
+        at = data.find(b"@", at + 1)
+    return len(data) if at < 0 else at
 
 
 def _read_framed(path: Path) -> bytes:
@@ -154,10 +178,8 @@ def _read_framed(path: Path) -> bytes:
 
 
 def _normalised(data: bytes) -> bytes:
-    """``data`` with every line break of ``str.splitlines`` written ``\\n`` (unchanged if it has no other)."""
-    if not any(brk in data for brk in _OTHER_BREAKS):
-        return data
-    return "\n".join(data.decode("utf-8", errors="replace").splitlines()).encode()
+    """``data`` with its ``\\r\\n`` and ``\\r`` line ends written ``\\n``."""
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in data else data
 
 
 def _line_end(data: bytes, start: int) -> int:
@@ -169,27 +191,27 @@ def _blank_or_rule(line: bytes) -> bool:
     return not line.strip().strip(b"-")
 
 
-def _frame_rows(section: Section, start: int, stop: int, line: int) -> None:
+def _frame_rows(section: Section, start: int, stop: int) -> None:
     """Find the column header of a section's lines ``start``..``stop`` and the byte range of its rows."""
     data = section.source.bytes()
     while start < stop:
         end = min(_line_end(data, start), stop)
         text = data[start:end]
         if not _blank_or_rule(text):
-            section.header = (line, text.decode("utf-8", errors="replace"))
-            start, line = end + 1, line + 1
+            section.header_at, section.header_text = start, text.decode("utf-8", errors="replace")
+            start = end + 1
             break
-        start, line = end + 1, line + 1
+        start = end + 1
     while stop > start:  # trailing blank and rule lines
         begin = data.rfind(b"\n", start, stop - 1) + 1 or start
         if not _blank_or_rule(data[begin:stop]):
             break
         stop = begin
-    section.start, section.stop, section.first_line = start, max(stop, start), line
+    section.start, section.stop = start, max(stop, start)
 
 
-def _open_section(report: Report, lineno: int, text: str) -> Section | None:
-    """Register the section headed by ``text``; None for the End of Report heading."""
+def _open_section(report: Report, offset: int, text: str) -> Section | None:
+    """Register the section headed by ``text`` (at byte ``offset``); None for the End of Report heading."""
     match = _HEADING.match(text.rstrip())
     title = match.group(1).strip() if match else ""
     if title == "End of Report":
@@ -197,42 +219,54 @@ def _open_section(report: Report, lineno: int, text: str) -> Section | None:
     counted = _COUNTED.match(title)
     base, declared = (counted.group(1).strip(), int(counted.group(2))) if counted else (title, None)
     key = TITLES.get(base)
-    section = Section(title, lineno, declared, report.source)
+    section = Section(title, offset, declared, report.source)
     if key is None:
-        report.warnings.append(f"line {lineno}: section {title!r} is not read by this reader")
+        report.warnings.append(f"line {section.line}: section {title!r} is not read by this reader")
         return section
     if key in report.sections:
-        raise fail(report, lineno, f"section {title!r} appears a second time (two reports in one file?)")
+        raise fail(report, section.line, f"section {title!r} appears a second time (two reports in one file?)")
     report.sections[key] = section
     return section
 
 
 def _header_lines(report: Report, block: bytes, first_line: int) -> None:
-    """Record the ``@ Key : value`` lines of the report header (``block`` starts at ``first_line``)."""
-    for lineno, text in enumerate(block.decode("utf-8", errors="replace").splitlines(), start=first_line):
-        if text.startswith("@ MPI Task Assignment"):
-            key, _, value = text[2:].partition(":")
-            if key.strip() == "MPI Task Assignment":
-                rank, _, host = value.strip().partition(" ")
-                if not rank.isdigit():
-                    found = value.strip()
-                    raise fail(report, lineno, f"expected 'rank host' after MPI Task Assignment, found {found!r}")
-                report.hosts[int(rank)] = host.strip()
-                continue
+    """Record the ``@ Key : value`` lines of the report header (``block`` starts at ``first_line``).
+
+    The task assignment lines (one per rank) are read by one regular expression when they are all
+    well formed; otherwise line by line, naming the first bad one.
+    """
+    assigned = _ASSIGNMENTS.findall(block)
+    if len(assigned) == block.count(b"\n" + _ASSIGNMENT) + block.startswith(_ASSIGNMENT):
+        report.hosts.update((int(rank), host.decode("utf-8", errors="replace").strip()) for rank, host in assigned)
+        lines = [(i, line) for i, line in enumerate(block.split(b"\n")) if not line.startswith(_ASSIGNMENT)]
+    else:
+        lines = list(enumerate(block.split(b"\n")))
+    for i, raw in lines:
+        lineno, text = first_line + i, raw.decode("utf-8", errors="replace")
         stripped = text.strip()
         if not stripped or stripped.strip("-") == "":
             continue
         if not text.startswith("@ ") or ":" not in text:
             raise fail(report, lineno, f"expected an '@ Key : value' header line, found {stripped[:60]!r}")
         key, _, value = text[2:].partition(":")
-        report.header[key.strip()] = (lineno, value.strip())
+        key, value = key.strip(), value.strip()
+        if key == "MPI Task Assignment":
+            rank, _, host = value.partition(" ")
+            if not rank.isdigit():
+                raise fail(report, lineno, f"expected 'rank host' after MPI Task Assignment, found {value!r}")
+            report.hosts[int(rank)] = host.strip()
+        else:
+            report.header[key] = (lineno, value)
 
 
-def _check_trailer(report: Report, rest: bytes, first_line: int) -> None:
-    lines = rest.decode("utf-8", errors="replace").splitlines()
-    extra = [first_line + i for i, text in enumerate(lines) if text.strip().strip("-")]
+def _check_trailer(report: Report, rest: bytes, offset: int) -> None:
+    """Warn about text after the End of Report heading (``rest`` starts at byte ``offset``)."""
+    lines = rest.decode("utf-8", errors="replace").split("\n")
+    extra = [i for i, text in enumerate(lines) if text.strip().strip("-")]
     if extra:
-        report.warnings.append(f"lines {extra[0]}-{extra[-1]}: text after '@--- End of Report' not read")
+        first = report.source.line_at(offset)
+        report.warnings.append(f"lines {first + extra[0]}-{first + extra[-1]}: text after '@--- End of Report' "
+                               "not read")
 
 
 def _check_version(report: Report) -> None:

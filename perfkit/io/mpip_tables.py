@@ -55,7 +55,7 @@ def parse(section: Section, columns: Sequence[str], *, text: str | None = None, 
             quoting=csv.QUOTE_NONE, encoding="utf-8", encoding_errors="replace", engine="c")
     except (ValueError, TypeError, OverflowError, pd.errors.ParserError):
         return None
-    if frame[_EXTRA].notna().any() or (text and frame[text].isna().any()):
+    if frame[_EXTRA].notna().any():
         return None
     for name in numeric:
         values = frame[name].to_numpy()
