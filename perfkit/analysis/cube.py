@@ -123,12 +123,6 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def present_ranks(ds: xr.Dataset) -> np.ndarray:
-    """Whether each rank has any value (any function, any metric), (run, rank); a lazy cube is read block by block."""
-    metrics = [str(metric) for metric in ds["metric"].values]
-    return evaluate(per_rank(ds, lambda block: ~np.isnan(block).all(axis=(2, 3)), metrics))[0]
-
-
 def rank_totals(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
                 ranks: tuple[int, int] | None = None) -> pd.DataFrame:
     """Per-rank totals of ``metric`` per ``by`` group ("function", "call" or "kind") of one run, in its units.

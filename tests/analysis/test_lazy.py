@@ -26,7 +26,7 @@ import xarray as xr
 
 import perfkit
 from perfkit import synthetic
-from perfkit.analysis.cube import present_ranks, rank_totals
+from perfkit.analysis.cube import rank_totals
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
@@ -142,8 +142,6 @@ def test_rank_totals_are_the_plotted_table(synthetic_store: Path) -> None:
             for ranks in (None, (10, 70)):
                 expected = rank_table(memory, run, by=by, ranks=ranks, max_points=10**9)
                 pd.testing.assert_frame_equal(rank_totals(lazy, run, by=by, ranks=ranks), expected)
-    nprocs = memory["nprocs"].values
-    np.testing.assert_array_equal(present_ranks(lazy), memory["rank"].values[None, :] < nprocs[:, None])
 
 
 ANALYSES: dict[str, Callable[[xr.Dataset], Any]] = {
