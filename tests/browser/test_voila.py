@@ -11,6 +11,7 @@ import re
 import pytest
 
 from tests.browser.helpers import BIN, REPO, drag_upper_handle, free_port, wait_for_new_picture, wait_until
+from tests.browser.test_selection import drag_box
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -43,8 +44,15 @@ def test_explorer_in_voila(page, serve, artifacts):
     wait_until(lambda: not title.inner_text().endswith("383"), 10, "the slider to move")
     wait_for_new_picture(plot, whole_run, 30, "the plot to follow the rank range")
     page.screenshot(path=artifacts / "voila-explorer-ranks.png")
+
+    status = page.locator("p", has_text=re.compile(r"^selection\b")).first
+    drag_box(page, plot, 0.3, 0.5)
+    line = wait_until(lambda: "box/lasso in the per-rank plot" in (text := status.inner_text()) and text, 30,
+                      "the box to select ranks (through the ipywidgets comms)")
+    count, ranks = re.search(r"(\d+) ranks?: ([\d, -]+)", line).groups()
+    page.screenshot(path=artifacts / "voila-explorer-selection.png")
     page.locator(".bk-tab", has_text=re.compile("^findings$")).click()
-    page.get_by_text("Findings for 384/slt").wait_for(timeout=30_000)
+    page.get_by_text(f"Findings for 384/slt on {count} ranks in view ({ranks.strip()})").wait_for(timeout=60_000)
     # Known stylesheet links, refused here and harmless offline: Voila's page template links Font Awesome
     # (its own bundle carries the icons), and panel views first built after the page loaded (a tab's
     # first visit) link panel's CSS, because ipywidgets sends new models before perfkit can inline them.
