@@ -469,9 +469,8 @@ class PlacementView:
         self.prediction.object = prediction_text(outcome)
         frames = heatmap_frames(outcome)
         self.node_maps.update(frames)
-        if not self._served():  # a notebook sees changes to plain bokeh figures when they are sent again
-            for pane in self.heatmaps:
-                pane.param.trigger("object")
+        if not self._served():  # in a notebook, changes made to plain bokeh figures are sent explicitly
+            pn.io.push_notebook(*self.heatmaps)
         for button in self.downloads:
             button.disabled = False
         self.results.visible = True

@@ -15,6 +15,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 #: Seconds for the server to read the bundled series and send the first page.
 RENDER_TIMEOUT = 120
+#: Voila runs the whole explorer notebook (imports, reading six runs) before the dashboard appears.
+VOILA_TIMEOUT = 150
 #: Seconds for a map (the first one also cuts the run out of the combined series).
 MAP_TIMEOUT = 90
 
@@ -105,3 +107,31 @@ def _fits_the_page(page) -> None:
       return out.slice(0, 5);
     }""", width)
     assert overflow == [], f"elements past the right edge: {overflow}"
+
+
+def test_placement_tab_in_voila(page, serve, artifacts):
+    """The same tab through Jupyter comms (explorer notebook in Voila): results from the mapping thread arrive."""
+    port = free_port()
+    serve([str(BIN / "voila"), "notebooks/explorer.ipynb", "--no-browser", f"--port={port}",
+           "--Voila.ip=127.0.0.1"], port)
+    page.goto(f"http://127.0.0.1:{port}/", timeout=VOILA_TIMEOUT * 1000)
+    page.locator(".bk-Canvas").first.wait_for(timeout=VOILA_TIMEOUT * 1000)
+
+    page.locator(".bk-tab", has_text=re.compile("^placement$")).click()
+    wait_until(lambda: shows(page, "48 ranks on 2 nodes x 24 cores (2 sockets, one switch), Scotch;"), MAP_TIMEOUT,
+               "the first placement")
+    first_table = table_text(page)
+    heatmaps = page.locator(".bk-Canvas >> visible=true")
+    wait_until(lambda: heatmaps.count() >= 2, 30, "the two node x node heatmaps")
+    before = wait_until(heatmaps.nth(1).screenshot, 10, "a picture of the 'after' heatmap")
+
+    nodes, cores = number_input(page, "nodes"), number_input(page, "cores per node")
+    cores.fill("12")
+    cores.press("Enter")
+    nodes.fill("4")
+    nodes.press("Enter")
+    wait_until(lambda: shows(page, "48 ranks on 4 nodes x 12 cores (2 sockets, one switch), Scotch;"), MAP_TIMEOUT,
+               "the placement on 4 nodes of 12 cores")
+    assert table_text(page) != first_table
+    wait_for_new_picture(heatmaps.nth(1), before, 30, "the heatmap of 4 nodes")
+    page.screenshot(path=artifacts / "voila-placement.png", full_page=True)
