@@ -218,7 +218,7 @@ def _site_arrays(report: Report, key: str, columns: Sequence[str]) -> dict[str, 
             "key": key, "fnames": fnames, "fcode": codes,
             "site": fast["Site"].to_numpy().astype(np.int64),
             "rank": np.nan_to_num(fast["Rank"].to_numpy(), nan=-1).astype(np.int64),
-            "count": fast["Count"].to_numpy().astype(np.int64),
+            "count": fast["Count"].to_numpy(),
             **{name: fast[name].to_numpy() for name in columns[4:]},
         }
         out["function"], out["pair"] = fnames[codes], _pair_ids(codes, out["site"])
@@ -231,7 +231,7 @@ def _site_arrays(report: Report, key: str, columns: Sequence[str]) -> dict[str, 
         "key": key, "fnames": np.asarray(fnames, dtype=object), "fcode": fcode.astype(np.int64),
         "site": _integers(report, linenos, cols["Site"], "Site"),
         "rank": _ranks(report, linenos, cols["Rank"]),
-        "count": _integers(report, linenos, cols["Count"], "Count"),
+        "count": _integers(report, linenos, cols["Count"], "Count").astype(np.float64),
         "line_no": np.asarray(linenos, dtype=np.int64),
     }
     out["function"], out["pair"] = out["fnames"][fcode], _pair_ids(out["fcode"], out["site"])
@@ -407,7 +407,7 @@ def _verbose_site_table(report: Report) -> pd.DataFrame:
     else:
         table = pd.DataFrame({
             **{k: time[k] for k in keys},
-            "count": time["count"],
+            "count": time["count"].astype(np.int64),
             "time": time["count"] * time["Mean"] / 1e3,
             "time_max": time["Max"] / 1e3, "time_mean": time["Mean"] / 1e3, "time_min": time["Min"] / 1e3,
             "app_pct": time["App%"], "mpi_pct": time["MPI%"],
@@ -417,7 +417,7 @@ def _verbose_site_table(report: Report) -> pd.DataFrame:
         if rows is None:
             continue
         part = pd.DataFrame({
-            **{k: rows[k] for k in keys}, f"{kind}_count": rows["count"], f"bytes_{kind}": rows["Sum"],
+            **{k: rows[k] for k in keys}, f"{kind}_count": rows["count"].astype(np.int64), f"bytes_{kind}": rows["Sum"],
             f"{kind}_max": rows["Max"], f"{kind}_mean": rows["Mean"], f"{kind}_min": rows["Min"],
         })
         table = table.merge(part, on=keys, how="outer")
@@ -476,16 +476,15 @@ def _verbose_dataset(report: Report, user: dict[str, Any]) -> xr.Dataset:
     return ds
 
 
-def _indices(report: Report, rows: dict[str, Any], ranks: np.ndarray,
-             functions: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mask of per-rank rows, their rank index and function index in the cube."""
-    mask = rows["rank"] >= 0
-    r = _rank_index(ranks, rows["rank"][mask])
-    unknown = mask.nonzero()[0][r < 0]
+def _cells(report: Report, rows: dict[str, Any], ranks: np.ndarray, functions: list[str]) -> np.ndarray:
+    """Flat index of each row's (rank, function) cell in a ranks x functions plane; ``*`` rows get
+    the index just past the plane."""
+    r = _rank_index(ranks, rows["rank"])
+    unknown = np.flatnonzero((r < 0) & (rows["rank"] >= 0))
     if unknown.size:
         raise fail(report, _row_line(report, rows, int(unknown[0])), "rank absent from the MPI Time section")
-    f = pd.Index(functions).get_indexer(rows["fnames"])[rows["fcode"][mask]]
-    return mask, r, f
+    f = pd.Index(functions).get_indexer(rows["fnames"])[rows["fcode"]]
+    return np.where(r >= 0, r * len(functions) + f, len(ranks) * len(functions))
 
 
 def _rank_index(ranks: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -505,27 +504,26 @@ def _rank_cube(report: Report, tables: dict[str, dict[str, Any] | None], ranks: 
     if time is None:
         return cube
 
-    def plane_sum(flat: np.ndarray, values: np.ndarray) -> np.ndarray:
-        return np.bincount(flat, weights=values, minlength=shape[0] * shape[1]).reshape(shape)
+    size = shape[0] * shape[1]
 
-    mask, r, f = _indices(report, time, ranks, functions)
-    flat = r * shape[1] + f
+    def plane_sum(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return np.bincount(cells, weights=values, minlength=size + 1)[:size].reshape(shape)
+
+    cells = _cells(report, time, ranks, functions)
     for metric, values in (("time", time["count"] * time["Mean"] / 1e3), ("calls", time["count"])):
-        cube[:, :, metrics.index(metric)] = plane_sum(flat, values[mask].astype(np.float64))
+        cube[:, :, metrics.index(metric)] = plane_sum(cells, values)
     for metric, column, op, start in (("time_max", "Max", np.fmax, -np.inf), ("time_min", "Min", np.fmin, np.inf)):
-        plane = np.full(shape[0] * shape[1], start)
-        op.at(plane, flat, time[column][mask] / 1e3)
+        plane = np.full(size + 1, start)
+        op.at(plane, cells, time[column] / 1e3)
         plane[np.isinf(plane)] = np.nan
-        cube[:, :, metrics.index(metric)] = plane.reshape(shape)
+        cube[:, :, metrics.index(metric)] = plane[:size].reshape(shape)
     cube[:, :, metrics.index("bytes_sent")] = cube[:, :, metrics.index("calls_sent")] = 0.0  # no section: none sent
     for kind in ("sent", "io", "rma"):
         if kind in tables:
-            bmask, br, bf = _indices(report, tables[kind], ranks, functions)
-            bflat = br * shape[1] + bf
+            bcells = _cells(report, tables[kind], ranks, functions)
             for metric, column in ((f"bytes_{kind}", "Sum"), ("calls_sent", "count")):
                 if metric in metrics and (kind == "sent" or metric != "calls_sent"):
-                    values = tables[kind][column][bmask].astype(np.float64)
-                    cube[:, :, metrics.index(metric)] = plane_sum(bflat, values)
+                    cube[:, :, metrics.index(metric)] = plane_sum(bcells, tables[kind][column])
     timed = np.isin(functions, time["fnames"])
     timing = [metrics.index(m) for m in ("time", "calls", "time_max", "time_min")]
     cube[np.ix_(np.arange(len(ranks)), np.flatnonzero(~timed), timing)] = np.nan  # no time rows: unknown
@@ -536,12 +534,15 @@ def _rank_cube(report: Report, tables: dict[str, dict[str, Any] | None], ranks: 
 def _blank_hidden(report: Report, time: dict[str, Any], ranks: np.ndarray, functions: list[str],
                   metrics: list[str], cube: np.ndarray) -> None:
     """NaN the time/calls of ranks absent from a site whose ``*`` row counts calls not shown (``-t``)."""
-    pair = time["pair"]
-    star = time["rank"] < 0
-    shown = np.bincount(pair, weights=np.where(star, 0, time["count"]).astype(np.float64))
-    for i in np.flatnonzero(star & (time["count"] > shown[pair])):
+    pair, count = time["pair"], time["count"]
+    stars = np.flatnonzero(time["rank"] < 0)
+    if not stars.size:
+        return
+    pairs = int(pair.max()) + 1
+    shown = np.bincount(pair, weights=count, minlength=pairs) - np.bincount(pair[stars], count[stars], pairs)
+    for i in stars[count[stars] > shown[pair[stars]]]:
         function, site = time["function"][i], int(time["site"][i])
-        present = time["rank"][(pair == pair[i]) & ~star]
+        present = time["rank"][(pair == pair[i]) & (time["rank"] >= 0)]
         absent = np.setdiff1d(ranks, present)
         rows = np.searchsorted(ranks, absent)
         for metric in ("time", "calls", "time_max", "time_min"):

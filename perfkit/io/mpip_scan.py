@@ -9,6 +9,7 @@ line of a bad row). Lines end at ``\n``, ``\r\n`` or ``\r`` (as editors and ``gr
 
 from __future__ import annotations
 
+import mmap
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,7 +23,10 @@ SUPPORTED_MAJOR = (2, 3)
 _HEADING = re.compile(r"^@--- (.*?)\s*-*\s*$")
 _COUNTED = re.compile(r"^(.*?):\s*(\d+)$")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+_NOT_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
 _ASSIGNMENT = b"@ MPI Task Assignment"
+#: The report's bytes: the file mapped read-only (no copy), or bytes when it was rewritten or is empty.
+Text = bytes | mmap.mmap
 _ASSIGNMENTS = re.compile(rb"^@ MPI Task Assignment[ \t]*:[ \t]*([0-9]+)(?: ([^\n]*?))?[ \t]*$", re.MULTILINE)
 
 # Section titles (without a trailing ": N") -> internal key.
@@ -49,20 +53,20 @@ TITLES = {
 
 @dataclass
 class Source:
-    """The report's bytes: held while its sections are read, re-read from the file once released."""
+    """The report's bytes: held while its sections are read, mapped again from the file once released."""
 
     path: Path
-    data: bytes | None = field(default=None, repr=False)
+    data: Text | None = field(default=None, repr=False)
     _anchor: tuple[int, int] = (0, 1)  # a byte offset and its line number
 
-    def bytes(self) -> bytes:
+    def bytes(self) -> Text:
         """The (normalised) bytes of the report."""
-        return _normalised(self.path.read_bytes()) if self.data is None else self.data
+        return _normalised(_mapped(self.path)) if self.data is None else self.data
 
     def line_at(self, offset: int) -> int:
         """Line number of the byte at ``offset`` (counted from the last one asked for when it is before)."""
         pos, line = self._anchor if offset >= self._anchor[0] else (0, 1)
-        line += self.bytes().count(b"\n", pos, offset)
+        line += self.bytes()[pos:offset].count(b"\n")
         self._anchor = (offset, line)
         return line
 
@@ -129,7 +133,8 @@ def scan(path: Path) -> Report:
     """Split the report into header facts and sections; check the frame (header, end marker)."""
     data = _normalised(_read_framed(path))
     source = Source(path, data)
-    begin = len(data) - len(data.lstrip())
+    found = _NOT_SPACE.search(data)
+    begin = found.start() if found else len(data)
     if begin == len(data):
         raise fail(path, None, "the file is empty (expected an mpiP report starting with '@ mpiP')")
     first_end = _line_end(data, begin)
@@ -149,19 +154,19 @@ def scan(path: Path) -> Report:
         following = _next_heading(data, end)
         _frame_rows(section, end + 1, following)
         heading = following
-    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    lines = data[:].count(b"\n") + (data[-1:] != b"\n")
     raise fail(path, lines, "file ends without the '@--- End of Report' heading: the report is truncated")
 
 
-def _next_heading(data: bytes, start: int) -> int:
+def _next_heading(data: Text, start: int) -> int:
     """Offset of the first ``@---`` line starting after ``start`` (``len(data)`` if none)."""
     at = data.find(b"@", start + 1)  # '@' is rare in tables: a one-byte find is a memchr over their rows
-    while at > 0 and not (data[at - 1] == 0x0A and data.startswith(b"@---", at)):
+    while at > 0 and not (data[at - 1] == 0x0A and data[at:at + 4] == b"@---"):
         at = data.find(b"@", at + 1)
     return len(data) if at < 0 else at
 
 
-def _read_framed(path: Path) -> bytes:
+def _read_framed(path: Path) -> Text:
     """The file's bytes, after checking its size against ``max_bytes`` and its end marker."""
     size = path.stat().st_size
     refusal = too_big(3.0 * size, "reading this mpiP report")  # bytes + parsed columns: under 3x the size
@@ -173,16 +178,21 @@ def _read_framed(path: Path) -> bytes:
         if size > 65536 and b"@--- End of Report" not in tail:
             raise fail(path, None, "no '@--- End of Report' heading in the last 64 KiB: the report is truncated "
                                    "or followed by something else")
-        fh.seek(0)
-        return fh.read()
+    return _mapped(path)
 
 
-def _normalised(data: bytes) -> bytes:
-    """``data`` with its ``\\r\\n`` and ``\\r`` line ends written ``\\n``."""
-    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in data else data
+def _mapped(path: Path) -> Text:
+    """The file mapped read-only (its pages are the page cache's: no copy is made), b"" when empty."""
+    with open(path, "rb") as fh:
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else b""
 
 
-def _line_end(data: bytes, start: int) -> int:
+def _normalised(data: Text) -> Text:
+    """``data`` with its ``\\r\\n`` and ``\\r`` line ends written ``\\n`` (as bytes then)."""
+    return data[:].replace(b"\r\n", b"\n").replace(b"\r", b"\n") if data.find(b"\r") >= 0 else data
+
+
+def _line_end(data: Text, start: int) -> int:
     end = data.find(b"\n", start)
     return len(data) if end < 0 else end
 

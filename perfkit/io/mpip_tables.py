@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from perfkit.io.mpip_scan import Section
+from perfkit.io.mpip_scan import Section, Text
 
 _EXTRA = "\x00extra"  # a column past the last expected one: any value in it means a row too long
 
@@ -24,7 +24,7 @@ _EXTRA = "\x00extra"  # a column past the last expected one: any value in it mea
 class _Range:
     """A read-only binary file over ``data[start:stop]`` (chunks are copied, the whole never is)."""
 
-    def __init__(self, data: bytes, start: int, stop: int) -> None:
+    def __init__(self, data: Text, start: int, stop: int) -> None:
         self._view = memoryview(data)
         self._pos, self._stop = start, stop
 
