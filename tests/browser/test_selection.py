@@ -1,13 +1,18 @@
-"""Rank selection in the explorer under ``panel serve``, in headless Chromium: a box dragged over the per-rank
-plot selects ranks, and the findings, traffic and efficiency tabs follow; a screenshot of every tab."""
+"""Rank selection in the explorer in headless Chromium: a box dragged over the per-rank plot selects ranks, and
+the tabs follow. Under ``panel serve``: findings, traffic, efficiency, and a screenshot of every tab; in JupyterLab
+(a notebook of its own, in a temporary directory): findings. Voila's is in ``test_voila.py``."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import secrets
 
 import pytest
 
-from tests.browser.helpers import BIN, free_port, wait_for_new_picture, wait_until
+from tests.browser.helpers import BIN, REPO, free_port, wait_for_new_picture, wait_until
+from tests.browser.test_jupyterlab import all_cells_ran, lab_settings
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -76,3 +81,44 @@ def test_box_selection_filters_the_tabs(page, serve, artifacts):
     show_tab(page, "findings")
     page.get_by_text("Findings for 96/slt on every rank").wait_for(timeout=60_000)
     assert page.offsite == [], f"the app asked the internet for {page.offsite}"
+
+
+def test_box_selection_in_jupyterlab(page, serve, artifacts, tmp_path):
+    root = tmp_path / "notebooks"
+    root.mkdir()
+    series = str(REPO / "data" / "synthetic" / "*" / "slt.mpinside")
+    cells = ["import perfkit\nperfkit.setup_notebook()", f"runs = perfkit.open_runs({series!r})\nperfkit.explore(runs)"]
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+                           "source": source} for i, source in enumerate(cells)],
+                "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                            "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
+    (root / "explore.ipynb").write_text(json.dumps(notebook))
+    workspaces = tmp_path / "workspaces"
+    workspaces.mkdir()
+    port, token = free_port(), secrets.token_hex(16)
+    command = [str(BIN / "jupyter"), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+               f"--LabApp.user_settings_dir={lab_settings(tmp_path)}", f"--LabApp.workspaces_dir={workspaces}"]
+    serve(command + (["--allow-root"] if os.geteuid() == 0 else []), port)
+    page.goto(f"http://127.0.0.1:{port}/lab/tree/explore.ipynb?reset&token={token}", timeout=60_000)
+    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
+    page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"Python 3 \(ipykernel\) \| Idle")).first.wait_for(
+        timeout=90_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    wait_until(lambda: all_cells_ran(page), 150, "every cell to run", interval=1)
+
+    explorer = page.locator(".jp-OutputArea-output").filter(has=page.locator(".noUi-handle")).first
+    explorer.scroll_into_view_if_needed()
+    plot = explorer.locator(".bk-Canvas").first
+    plot.wait_for(timeout=30_000)
+    status = explorer.locator("p", has_text=re.compile(r"^selection\b")).first
+    wait_until(lambda: "none, every rank" in status.inner_text(), 30, "the selection line")
+    drag_box(page, plot, 0.3, 0.5)
+    line = wait_until(lambda: "box/lasso in the per-rank plot" in (text := status.inner_text()) and text, 30,
+                      "the box to select ranks (through the notebook's comms)")
+    count, ranks = re.search(r"(\d+) ranks?: ([\d, -]+)", line).groups()
+    explorer.locator(".bk-tab", has_text=re.compile("^findings$")).click()
+    explorer.get_by_text(f"Findings for 48/slt on {count} ranks in view ({ranks.strip()})").wait_for(timeout=60_000)
+    page.screenshot(path=artifacts / "jupyterlab-selection-findings.png")
+    assert page.locator('[data-mime-type="application/vnd.jupyter.error"]').count() == 0, "a cell raised"
