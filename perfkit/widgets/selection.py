@@ -177,7 +177,8 @@ def selection_controls(ds: xr.Dataset, state: RankState) -> pn.Row:
             status.object = f"**selection**: none, every rank in the range{note}"
         else:
             lo, hi = state.ranks
-            inside = sum(lo <= r <= hi for r in state.selected)
+            picked = np.asarray(state.selected)
+            inside = int(np.count_nonzero((picked >= lo) & (picked <= hi)))
             outside = f", {inside} in the rank range" if inside != len(state.selected) else ""
             status.object = (f"**selection** ({state.selection_label}): {len(state.selected)} "
                              f"rank{'s' * (len(state.selected) != 1)}{outside}: {describe_ranks(state.selected)}{note}")
