@@ -4,12 +4,15 @@ Each file is read by a worker (the active ``dask.distributed`` client's, else a 
 pool) and written to its own temporary zarr group; the worker returns only the lazy, dask-backed
 Dataset of that group. The union of the runs' coordinates is then known without holding any
 run, the final store is laid out with it (all cells NaN), and the runs are reindexed and written
-into it by region along ``run``, a few megabytes at a time. Peak memory therefore does not grow
-with the number of runs.
+into it by region along ``run``, in this process, at most ``BATCH_CELLS`` cells at a time (the
+parts are chunked like the store, so a run is copied chunk by chunk). Peak memory therefore does
+not grow with the number of runs.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import multiprocessing
 import os
@@ -23,6 +26,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
@@ -39,15 +43,23 @@ from perfkit.io.open import (
     refused_files,
     unique_labels,
 )
-from perfkit.model import combine_coord_attrs, combined_attrs, combined_coords, read_warnings, validate, variable_dims
+from perfkit.model import (
+    combine_coord_attrs,
+    combined_attrs,
+    combined_coords,
+    densify,
+    read_warnings,
+    validate,
+    variable_dims,
+)
 from perfkit.storage import load, save
 
 #: Output kinds ``convert`` writes: a zarr store (lazy loading, appending) or a netCDF-4 file.
 SUFFIXES = (".zarr", ".nc")
 #: zarr chunk length along ``rank``, ``sender`` and ``receiver`` (other dims: whole, ``run``: 1).
 RANK_CHUNK = 4096
-#: Runs are written into the store in batches of at most this many cells (float64: 64 MiB).
-BATCH_CELLS = 2**23
+#: Runs are written into the store in batches of at most this many cells (float64: 16 MiB).
+BATCH_CELLS = 2**21
 _RANK_DIMS = ("rank", "sender", "receiver")
 #: Without a client and ``workers``, a local process pool is started for more files than this.
 LOCAL_POOL_FROM = 20
@@ -148,9 +160,25 @@ def read_part(path: Path, format: str | None, meta: dict[str, Any], part: Path, 
         if errors == "raise":
             raise
         return Refusal(str(path), exc)
-    save(ds, part)
+    # a temporary copy, read once: not compressed, chunked as the store so that it is copied chunk by chunk
+    encoding = {name: {"compressors": None, "chunks": tuple(min(n, RANK_CHUNK) if dim in _RANK_DIMS else n
+                                                            for dim, n in var.sizes.items())}
+                for name, var in ds.data_vars.items()}
+    densify(validate(ds)).to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
+    del ds
+    _release_memory()
     lazy = load(part, chunks={})
     return lazy.assign_coords({name: (lazy[name].dims, lazy[name].values, lazy[name].attrs) for name in lazy.coords})
+
+
+def _release_memory() -> None:
+    """Give the memory freed after a run back to the operating system (glibc keeps it otherwise),
+    so that a worker reading run after run stays at the size of one run."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _read_all(tasks: Sequence[tuple[Path, str | None, dict[str, Any]]], work: Path, errors: str,
@@ -230,7 +258,8 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
     for start, parts in _progress(batches, len(batches), progress, "writing"):
         block = xr.concat([_aligned(part, coords, dims_of, chunks) for part in parts], dim="run", join="exact")
         block = block.chunk({dim: chunks[dim] for dim in block.dims})
-        block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
+        with dask.config.set(scheduler="threads"):  # here, not on a cluster: one batch in memory, no transfers
+            block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
     zarr.consolidate_metadata(str(target))
     return target
 
@@ -254,8 +283,9 @@ def _batches(sources: Sequence[xr.Dataset], cells: dict[str, int]) -> Iterator[t
 def _aligned(run: xr.Dataset, coords: dict[str, Any], dims_of: dict[str, tuple[str, ...]],
              chunks: dict[str, int]) -> xr.Dataset:
     """One run's data variables on the union labels, without coordinates (NaN where it has none)."""
+    unlabelled = {dim: np.arange(run.sizes[dim]) for dim in run.dims if dim not in run.indexes}  # by position
     index = {dim: coords[dim] for dim in run.dims if dim != "run"}
-    data = run.reindex(index)
+    data = run.assign_coords(unlabelled).reindex(index)
     data = data.drop_vars(list(data.coords)).astype(np.float64)
     for name, dims in dims_of.items():
         if name not in data:
