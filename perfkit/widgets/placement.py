@@ -77,7 +77,7 @@ class PlacementState(param.Parameterized):
     switch_size = param.Integer(default=0, bounds=(0, None), doc="nodes per leaf switch; 0: one switch")
     hosts = param.String(default="", doc="node list 'n001 24, n002 24' (overrides nodes and cores)")
     strategy = param.Selector(default="scotch", objects=list(STRATEGY_LABELS))
-    timeout = param.Number(default=60.0, bounds=(0.1, None), doc="map time limit [s]")
+    timeout = param.Number(default=60.0, bounds=(0, None), inclusive_bounds=(False, True), doc="map time limit [s]")
 
     def topology(self) -> Topology:
         """The cluster the controls describe (``ValueError`` when they contradict each other)."""

@@ -179,3 +179,13 @@ def test_stale_and_cancelled_results_are_discarded(run96, monkeypatch):
 def test_dataset_without_traffic_is_refused(run96):
     with pytest.raises(ValueError, match="no 'traffic'"):
         placement_view(run96.drop_vars("traffic"))
+
+
+def test_map_time_limit_stops_scotch(run96):
+    view = placement_view(run96)
+    view.wait()
+    view.state.param.update(strategy="scotch_nodes", timeout=0.001)  # less than a worker takes to start
+    assert view.wait() is None
+    assert "Cannot place" in view.status.object and "0.001" in view.status.object, view.status.object
+    view.state.timeout = 60.0  # a failed map is not remembered: the same configuration maps again
+    assert view.wait().placed.strategy == "scotch_nodes"
