@@ -19,6 +19,7 @@ A run change clears the selection (slow ranks and nodes are per run).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import holoviews as hv
@@ -27,7 +28,7 @@ import panel as pn
 import param
 import xarray as xr
 
-from perfkit.analysis.imbalance import Z_OUTLIER, node_of, outlier_ranks, slow_ranks
+from perfkit.analysis.imbalance import Z_OUTLIER, outlier_ranks, slow_ranks
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 
 #: A rank is slow when its compute time exceeds the run's mean by more than this fraction.
@@ -75,14 +76,16 @@ def rank_totals(ds: xr.Dataset, run: str, metric: str, rank_range: tuple[int, in
 
 
 def node_ranks(ds: xr.Dataset, run: str) -> dict[int, np.ndarray]:
-    """Existing ranks of ``run`` per node (``rank // ppn``); empty when the run's ``ppn`` is unknown."""
-    if "ppn" not in ds.coords:
+    """Existing ranks of ``run`` per node, ``rank // ppn`` as :func:`perfkit.analysis.imbalance.node_of`;
+    empty when the run's ``ppn`` is unknown."""
+    ppn = float(ds["ppn"].sel(run=run)) if "ppn" in ds.coords else math.nan
+    if not ppn > 0:
         return {}
-    nodes = node_of(ds.sel(run=[run])).isel(run=0).values
     exists = ds["profile"].sel(run=run).notnull().any(("function", "metric")).transpose("rank").values
-    ranks, nodes = ds["rank"].values[exists], nodes[exists]
-    known = nodes >= 0
-    return {int(n): ranks[known][nodes[known] == n] for n in np.unique(nodes[known])}
+    ranks = np.sort(ds["rank"].values[exists])
+    nodes = ranks // int(ppn)
+    starts = np.r_[0, np.flatnonzero(np.diff(nodes)) + 1]
+    return dict(zip(nodes[starts].tolist(), np.split(ranks, starts[1:])))
 
 
 def selection_pane(ds: xr.Dataset, state: RankState,
@@ -94,15 +97,20 @@ def selection_pane(ds: xr.Dataset, state: RankState,
     ``state.selected`` (its ``Selection1D`` stream lives as long as the DynamicMap).
     """
     shown: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
-    last: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+    last: dict[tuple[Any, ...], Any] = {}
+
+    def once(key: tuple[Any, ...], make: Any) -> Any:
+        """``make()``, or what it returned for ``key`` last time: the plot sends nothing for an unchanged element
+        (a change of grouping leaves the markers as they are)."""
+        if key not in last:
+            for old in [k for k in last if k[0] == key[0]]:
+                del last[old]
+            last[key] = make()
+        return last[key]
 
     def totals_of(run: str, metric: str, ranks: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         """:func:`rank_totals`, computed once for both markers."""
-        key = (run, metric, tuple(ranks))
-        if key not in last:
-            last.clear()
-            last[key] = rank_totals(ds, run, metric, ranks)
-        return last[key]
+        return once(("totals", run, metric, tuple(ranks)), lambda: rank_totals(ds, run, metric, ranks))
 
     def unit_label(metric: str) -> hv.Dimension:
         unit = str(ds["units"].sel(metric=metric).item())
@@ -111,15 +119,17 @@ def selection_pane(ds: xr.Dataset, state: RankState,
     def totals(run: str, metric: str, ranks: tuple[int, int], **_: Any) -> hv.Scatter:
         x, y = totals_of(run, metric, ranks)
         shown[0] = x
-        return hv.Scatter((x, y), "rank", unit_label(metric), label="rank total").opts(
+        return once(("markers", run, metric, tuple(ranks)), lambda: hv.Scatter(
+            (x, y), "rank", unit_label(metric), label="rank total").opts(
             color="black", size=3, alpha=0.6, selection_alpha=0.6, nonselection_alpha=0.6, selection_color="black",
-            tools=["box_select", "lasso_select"], active_tools=["box_select"], framewise=True)
+            tools=["box_select", "lasso_select"], active_tools=["box_select"], framewise=True))
 
     def chosen(run: str, metric: str, ranks: tuple[int, int], selected: list[int] | None, **_: Any) -> hv.Scatter:
         x, y = totals_of(run, metric, ranks)
         keep = np.isin(x, selected) if selected is not None else np.zeros(x.size, dtype=bool)
-        return hv.Scatter((x[keep], y[keep]), "rank", unit_label(metric), label="selected").opts(
-            color=SELECTED_COLOUR, size=7, line_color="white", framewise=True)
+        key = ("selected", run, metric, tuple(ranks), None if selected is None else tuple(selected))
+        return once(key, lambda: hv.Scatter((x[keep], y[keep]), "rank", unit_label(metric), label="selected").opts(
+            color=SELECTED_COLOUR, size=7, line_color="white", framewise=True))
 
     base = hv.DynamicMap(totals, streams=[stream])
     marks = hv.DynamicMap(chosen, streams=[stream, hv.streams.Params(state, ["selected"])])
@@ -153,12 +163,15 @@ def selection_controls(ds: xr.Dataset, state: RankState) -> pn.Row:
                                              "(perfkit.analysis.imbalance.outlier_ranks)")
     clear = pn.widgets.Button(label="clear selection", color="warning", align="end")
     nodes: dict[str, np.ndarray] = {}
+    per_run: dict[str, dict[str, np.ndarray]] = {}
     syncing: list[bool] = []
     notes: list[str] = []
 
     def show_nodes(run: str) -> None:
+        if run not in per_run:
+            per_run[run] = {f"node {n}: ranks {describe_ranks(r)}": r for n, r in node_ranks(ds, run).items()}
         nodes.clear()
-        nodes.update({f"node {n}: ranks {describe_ranks(r)}": r for n, r in node_ranks(ds, run).items()})
+        nodes.update(per_run[run])
         syncing.append(True)
         try:
             if nodes:

@@ -10,8 +10,9 @@ import pytest
 import xarray as xr
 
 import perfkit
+from perfkit.analysis.imbalance import node_of
 from perfkit.widgets.explorer import explore
-from perfkit.widgets.selection import describe_ranks, view_ranks
+from perfkit.widgets.selection import describe_ranks, node_ranks, view_ranks
 from tests.helpers import ROOT, small_run
 
 hv.extension("bokeh")
@@ -158,3 +159,14 @@ def test_tables_are_left_aligned_and_tabs_show_a_loading_indicator(series):
     tables = show(layout, "findings").select(pn.pane.DataFrame)
     assert tables and all(t.text_align == "start" and t.justify == "left" for t in tables)
     assert all(p.loading_indicator for p in layout.select(pn.param.ParamFunction))
+
+
+def test_node_ranks_agree_with_node_of():
+    ds = perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("48", "2048")])
+    for run in ("48/slt", "2048/slt"):
+        node = node_of(ds.sel(run=[run])).isel(run=0).values
+        exists = ds["profile"].sel(run=run).notnull().any(("function", "metric")).values
+        expected = {int(n): ds["rank"].values[exists & (node == n)] for n in np.unique(node[exists])}
+        got = node_ranks(ds, run)
+        assert list(got) == list(expected)
+        assert all(np.array_equal(got[n], expected[n]) for n in expected)
