@@ -225,13 +225,13 @@ def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterato
                 future.cancel()
 
 
-def _progress(items: Iterable[Any], total: int, show: bool, desc: str) -> Iterator[Any]:
+def _progress(items: Iterable[Any], total: int, show: bool, desc: str, unit: str = "file") -> Iterator[Any]:
     if not show:
         yield from items
         return
     from tqdm.auto import tqdm
 
-    with tqdm(total=total, desc=desc, unit="run") as bar:
+    with tqdm(total=total, desc=desc, unit=unit) as bar:
         for item in items:
             yield item
             bar.update()
@@ -255,7 +255,7 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
     validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2)
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
     batches = list(_batches(sources, cells))
-    for start, parts in _progress(batches, len(batches), progress, "writing"):
+    for start, parts in _progress(batches, len(batches), progress, "writing", "batch"):
         block = xr.concat([_aligned(part, coords, dims_of, chunks) for part in parts], dim="run", join="exact")
         block = block.chunk({dim: chunks[dim] for dim in block.dims})
         with dask.config.set(scheduler="threads"):  # here, not on a cluster: one batch in memory, no transfers
