@@ -18,7 +18,7 @@ import math
 import threading
 from collections import OrderedDict
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,8 @@ COST_ROWS = {
 BUSY_DELAY_S = 0.4
 #: Up to this many nodes, the heatmaps label every node.
 MAX_NODE_TICKS = 16
+#: What the what-if line says while the prediction is computed.
+PREDICTING = "Predicting the elapsed time..."
 #: Placements remembered per view (switching back to a topology and strategy seen is instant).
 CACHE_SIZE = 32
 
@@ -167,29 +169,36 @@ def cost_table(block: Placement, placed: Placement) -> pd.DataFrame:
 
 
 def compute_result(data: Any, topology: Topology, strategy: str, *, timeout: float | None = 60.0,
-                   cache: OrderedDict | None = None) -> PlacementResult:
+                   cache: OrderedDict | None = None, predict: bool = True) -> PlacementResult:
     """Place ``data`` (one run, see :func:`run_traffic`) with block and ``strategy`` and gather the tab's numbers.
 
-    ``cache`` (optional) keeps placements by (topology, strategy) between calls.
+    ``cache`` (optional) keeps placements by (topology, strategy) between calls. ``predict=False``
+    leaves the what-if prediction to :func:`with_prediction`.
     """
     block = _placement(data, topology, "block", timeout, cache)
     if not block.cost().bytes_total > 0:
         raise ValueError("no traffic recorded for this run: nothing to place")
     placed = _placement(data, topology, strategy, timeout, cache)
     node_traffic = (aggregate(block.traffic, block), aggregate(placed.traffic, placed))
+    result = PlacementResult(block, placed, cost_table(block, placed), node_traffic, None, PREDICTING)
+    return with_prediction(data, result) if predict else result
+
+
+def with_prediction(data: Any, result: PlacementResult) -> PlacementResult:
+    """``result`` with the predicted elapsed time of the run placed anew (or the reason there is none)."""
     prediction, note = None, ""
     if not isinstance(data, xr.Dataset) or not data.sizes.get("function", 0):
         note = "No prediction: a bare matrix has no profile to feed the what-if model (open the run's profile)."
-    elif strategy == "block":
+    elif result.placed.strategy == "block":
         note = "Block is the reference: no change to predict."
     else:
         from perfkit.placement.predict import predict_elapsed
 
         try:
-            prediction = predict_elapsed(data, placed, old=block)
+            prediction = predict_elapsed(data, result.placed, old=result.block)
         except ValueError as problem:
             note = f"No prediction: {problem}."
-    return PlacementResult(block, placed, cost_table(block, placed), node_traffic, prediction, note)
+    return replace(result, prediction=prediction, prediction_note=note)
 
 
 def _placement(data: Any, topology: Topology, strategy: str, timeout: float | None,
@@ -309,6 +318,7 @@ class PlacementView:
         self.result: PlacementResult | None = None
         self._current_ok = False
         self._settled = threading.Event()
+        self._answered = 0  # the last job generation that has shown something
         self._doc = pn.state.curdoc
         self.controls = self._controls()
         self.progress = pn.indicators.Progress(value=-1, active=False, visible=False, width=160, margin=(14, 10))
@@ -418,7 +428,10 @@ class PlacementView:
                 if run not in self._runs:
                     self._runs[run] = run_traffic(self.data, run or None)
                 cache = self._caches.setdefault(run, OrderedDict())
-                outcome = compute_result(self._runs[run], topology, strategy, timeout=timeout, cache=cache)
+                shown = compute_result(self._runs[run], topology, strategy, timeout=timeout, cache=cache,
+                                       predict=False)
+                self._schedule(partial(self._finish, generation, shown))  # the what-if line follows
+                outcome = with_prediction(self._runs[run], shown)
                 results[(topology, strategy)] = outcome
                 while len(results) > CACHE_SIZE:
                     results.popitem(last=False)
@@ -429,7 +442,7 @@ class PlacementView:
     def _busy(self, generation: int, message: str) -> None:
         """Show the progress bar and Cancel, if the job ``generation`` is still running."""
         with self._lock:
-            running = generation == self._generation and not self._settled.is_set()
+            running = generation == self._generation != self._answered and not self._settled.is_set()
         if running:
             with self._hold():
                 self.status.object = message
@@ -456,6 +469,7 @@ class PlacementView:
             stale = generation != self._generation
         if stale:
             return
+        self._answered = generation
         with self._hold():
             if isinstance(outcome, Exception):
                 self._show_error(outcome)
@@ -463,6 +477,11 @@ class PlacementView:
                 self._show(outcome)
 
     def _show(self, outcome: PlacementResult) -> None:
+        if self._current_ok and self.result is not None and self.result.placed is outcome.placed:
+            self.result = outcome  # the same placement, now with its prediction
+            self.prediction.object = prediction_text(outcome)
+            self._idle("")
+            return
         self.result, self._current_ok = outcome, True
         self.decision.object = decision_text(outcome)
         self.table.object = outcome.table
@@ -474,7 +493,7 @@ class PlacementView:
         for button in self.downloads:
             button.disabled = False
         self.results.visible = True
-        self._idle("")
+        self._idle("", settled=outcome.prediction_note != PREDICTING)
 
     def _show_error(self, problem: Exception) -> None:
         self._current_ok = False
@@ -483,8 +502,9 @@ class PlacementView:
             button.disabled = True
         self._idle(f"**Cannot place:** {problem}")
 
-    def _idle(self, message: str) -> None:
-        self._settled.set()
+    def _idle(self, message: str, settled: bool = True) -> None:
+        if settled:
+            self._settled.set()
         self.progress.param.update(active=False, visible=False)
         self.cancel.visible = False
         self.status.object = message

@@ -52,7 +52,7 @@ def test_placement_tab_under_panel_serve(page, serve, artifacts, tmp_path):
     first_table = table_text(page)
     assert "Scotch" in first_table and "vs block" in first_table, first_table
     assert shows(page, "96 ranks on 4 nodes x 24 cores (2 sockets, one switch), Scotch;")
-    assert page.locator("text=Predicted elapsed time").count() == 1
+    page.locator("text=Predicted elapsed time >> visible=true").first.wait_for(timeout=30_000)  # follows the table
     heatmaps = page.locator(".bk-Canvas >> visible=true")
     wait_until(lambda: heatmaps.count() >= 2, 30, "the two node x node heatmaps")
     before_after = wait_until(heatmaps.nth(1).screenshot, 10, "a picture of the 'after' heatmap")
