@@ -9,7 +9,7 @@
 * ``single``: the largest real report against ``read_fwf`` of its call-site time section.
 * ``open_runs``: ``open_runs`` over ``--files`` copies of the real reports.
 
-Run: ``python benchmarks/bench_mpip.py [--files 1000] [--repeats 5] [--ranks 8192 32768]``.
+Run: ``python benchmarks/bench_mpip.py [--files 1000] [--repeats 7] [--ranks 8192 32768]``.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def bench_many(n_files: int) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--ranks", type=int, nargs="*", default=[8192, 32768])
     args = parser.parse_args()
     results: dict[str, object] = {"large": []}

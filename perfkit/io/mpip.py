@@ -28,6 +28,11 @@ Both styles: ``-y``/``-p`` histograms become ``coll_time_share`` / ``p2p_sent_sh
 (run, function, comm_bin, size_bin) in percent, NaN for bins outside mpiP's top twenty; run
 ``elapsed`` is the largest AppTime (MPI_Init to MPI_Finalize of the slowest rank). Header facts
 (command, version, start/stop, hosts...) go to ``attrs`` as ``mpip_*``. See docs/formats/mpip.md.
+
+Reading: the report is mapped, its sections found as byte ranges (``perfkit.io.mpip_scan``) and
+the per-rank tables parsed by pandas' C parser (``perfkit.io.mpip_tables``); a table with a row
+that does not fit is read line by line instead, which names the bad line. Peak memory stays
+under 3x the file size.
 """
 
 from __future__ import annotations
@@ -255,8 +260,13 @@ def _pair_ids(fcode: np.ndarray, site: np.ndarray) -> np.ndarray:
     if not site.size:
         return np.zeros(0, dtype=np.int64)
     starts = np.flatnonzero(np.concatenate(([True], (fcode[1:] != fcode[:-1]) | (site[1:] != site[:-1]))))
-    runs = pd.DataFrame({"f": fcode[starts], "s": site[starts]}).groupby(["f", "s"], sort=False).ngroup()
-    return np.repeat(runs.to_numpy().astype(np.int64), np.diff(np.append(starts, site.size)))
+    f, s = fcode[starts], site[starts]
+    span = int(s.max()) - int(s.min()) + 1
+    if float(span) * (int(f.max()) + 1) < 2.0**62:
+        runs = pd.factorize(f * span + (s - s.min()))[0]
+    else:  # site IDs too far apart for one integer key
+        runs = pd.MultiIndex.from_arrays([f, s]).factorize()[0]
+    return np.repeat(runs.astype(np.int64), np.diff(np.append(starts, site.size)))
 
 
 def _duplicated(rows: dict[str, Any]) -> bool:
@@ -483,7 +493,8 @@ def _cells(report: Report, rows: dict[str, Any], ranks: np.ndarray, functions: l
     unknown = np.flatnonzero((r < 0) & (rows["rank"] >= 0))
     if unknown.size:
         raise fail(report, _row_line(report, rows, int(unknown[0])), "rank absent from the MPI Time section")
-    f = pd.Index(functions).get_indexer(rows["fnames"])[rows["fcode"]]
+    position = {name: i for i, name in enumerate(functions)}
+    f = np.array([position[name] for name in rows["fnames"]], dtype=np.int64)[rows["fcode"]]
     return np.where(r >= 0, r * len(functions) + f, len(ranks) * len(functions))
 
 

@@ -182,9 +182,9 @@ def _read_framed(path: Path) -> Text:
 
 
 def _mapped(path: Path) -> Text:
-    """The file mapped read-only (its pages are the page cache's: no copy is made), b"" when empty."""
+    """The file mapped read-only (its pages are the page cache's: no copy is made); read when under 1 MiB."""
     with open(path, "rb") as fh:
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else b""
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size >= 1 << 20 else fh.read()
 
 
 def _normalised(data: Text) -> Text:

@@ -4,8 +4,9 @@ The rows of a section (a byte range, see ``perfkit.io.mpip_scan``) are handed to
 ``pandas.read_csv`` as they are, without copying the file: the call name is text, the other
 columns float64, ``*`` read as NaN in the column where mpiP writes it for its aggregate rows. The
 result is None as soon as one row does not fit (a field too many or too few, text where a number
-belongs, a note line, a fractional integer): the caller then reads the section line by line,
-which names the line of the bad row. Nothing is accepted here that the line reading refuses.
+belongs, a note line, a fractional integer), and for sections under ``FAST_FROM`` bytes: the
+caller then reads the section line by line, which names the line of a bad row. Nothing is
+accepted here that the line reading refuses, and both readings give the same values.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import pandas as pd
 from perfkit.io.mpip_scan import Section, Text
 
 _EXTRA = "\x00extra"  # a column past the last expected one: any value in it means a row too long
+#: Sections smaller than this [B] are read line by line: below it pandas' fixed cost per call dominates.
+FAST_FROM = 1 << 16
 
 
 class _Range:
@@ -42,7 +45,7 @@ def parse(section: Section, columns: Sequence[str], *, text: str | None = None, 
     ``integers`` must hold whole numbers; ``star`` names the column where ``*`` (NaN here) may
     stand. None when a row needs the line-by-line reading (see the module docstring).
     """
-    if section.stop <= section.start:
+    if section.stop - section.start < max(FAST_FROM, 1):
         return None
     names = [*columns, _EXTRA]
     numeric = [name for name in columns if name != text]

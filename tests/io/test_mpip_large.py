@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io import mpip
@@ -173,4 +174,20 @@ def test_the_grown_tables_take_the_fast_reading(large: tuple[Path, Path]) -> Non
     for key, columns in (("cs_time", mpip._TIME_COLUMNS), ("cs_sent", mpip._BYTES_COLUMNS)):
         rows = mpip._site_arrays(report, key, columns)
         assert rows is not None and "line_no" not in rows and len(rows["rank"]) > 16 * COPIES
+
+
+REAL = sorted(DATA.glob("*/*/*.mpiP"))
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: "/".join(p.parts[-3:-1]))
+def test_fast_and_line_readings_agree_on_the_real_reports(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small tables are read line by line; forced through pandas they give the identical Dataset and table."""
+    from perfkit.io import mpip_tables
+
+    by_line, table = mpip.read(path, label="r"), mpip.callsites(path)
+    monkeypatch.setattr(mpip_tables, "FAST_FROM", 0)
+    report = mpip.scan(path)
+    assert "line_no" not in mpip._site_arrays(report, "cs_time", mpip._TIME_COLUMNS)
     assert "line" not in mpip._task_times(report)
+    xr.testing.assert_identical(mpip.read(path, label="r"), by_line)
+    pd.testing.assert_frame_equal(mpip.callsites(path), table)
