@@ -160,10 +160,14 @@ def main() -> None:
     parser.add_argument("--only", choices=("per_rank", "placement"))
     args = parser.parse_args()
     result = json.loads(RESULTS.read_text()) if args.only and RESULTS.exists() else {}
+    load = os.getloadavg()[0]
     if args.only != "placement":
         result.update(per_rank(args.repeats))
+        result["load_average_1min"] = [load, os.getloadavg()[0]]  # at start and end: the machine is shared
     if args.only != "per_rank":
+        load = os.getloadavg()[0]
         result["placement"] = placement(args.repeats)
+        result["placement"]["load_average_1min"] = [load, os.getloadavg()[0]]
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
