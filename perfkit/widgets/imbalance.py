@@ -34,7 +34,8 @@ def imbalance_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Tabs:
     by_select = pn.widgets.RadioButtonGroup(name="group by", options=list(GROUPINGS), value="kind")
     stat_select = pn.widgets.Select(name="statistic", options=list(STATS), value="imbalance_time")
     rank_slider = pn.widgets.IntRangeSlider(name="ranks", start=int(ranks.min()), end=int(ranks.max()),
-                                            value=(int(ranks.min()), int(ranks.max())), step=1)
+                                            value=(int(ranks.min()), int(ranks.max())), step=1,
+                                            tooltips=False)
     view = pn.bind(lambda r, b, s, rr: imbalance_view(ds, r, b, s, rr), run_select, by_select, stat_select,
                    rank_slider)
     findings = pn.bind(lambda r: pn.pane.HTML(findings_table(diagnose(ds, run=r)).to_html(),

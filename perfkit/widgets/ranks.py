@@ -79,7 +79,7 @@ def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
     by_select = pn.widgets.RadioButtonGroup(label="group by", options=list(GROUPINGS), value=state.by)
     lo, hi = bounds[state.run]
     slider = pn.widgets.IntRangeSlider(label="ranks", start=lo, end=max(hi, lo + 1), value=(lo, hi), step=1,
-                                       sizing_mode="stretch_width")
+                                       tooltips=False, sizing_mode="stretch_width")
     syncing = []
 
     def on_run(event: param.parameterized.Event) -> None:
