@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit.analysis.cube import rank_totals
 from perfkit.plots.palette import colours
 
 #: Above this many ranks in view, ranks are binned (mean per bin) so the plot stays responsive.
@@ -20,17 +21,12 @@ def rank_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     Columns are the groups, the index is the rank (or the first rank of each bin when binned).
     Groups that are NaN on every rank are left out; NaN counts as 0 in the stack.
     """
-    values = ds["profile"].sel(run=run, metric=metric)
-    if ranks is not None:
-        values = values.sel(rank=slice(*ranks))
-    values = values.dropna("rank", how="all")
-    if by != "function":
-        values = values.groupby(by).sum(skipna=True, min_count=1)
-    table = values.transpose("rank", ...).to_pandas().dropna(axis=1, how="all")
+    table = rank_totals(ds, run, by=by, metric=metric, ranks=ranks)
     if len(table) > max_points:
         step = int(np.ceil(len(table) / max_points))
+        first_ranks = table.index.to_numpy()
         table = table.groupby(np.arange(len(table)) // step * step).mean()
-        table.index = values["rank"].values[table.index]
+        table.index = first_ranks[table.index]
     table.index.name = "rank"
     return table
 
