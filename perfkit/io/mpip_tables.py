@@ -45,8 +45,8 @@ def parse(section: Section, columns: Sequence[str], *, text: str | None = None, 
     ``integers`` must hold whole numbers; ``star`` names the column where ``*`` (NaN here) may
     stand. None when a row needs the line-by-line reading (see the module docstring).
     """
-    if section.stop - section.start < max(FAST_FROM, 1):
-        return None
+    if section.stop - section.start < max(FAST_FROM, 1) or _first_width(section) != len(columns):
+        return None  # (pandas would take a long first row's extra fields as an index, with a warning)
     names = [*columns, _EXTRA]
     numeric = [name for name in columns if name != text]
     try:
@@ -69,3 +69,15 @@ def parse(section: Section, columns: Sequence[str], *, text: str | None = None, 
         if name in integers and (values != np.round(values)).any():
             return None
     return frame.drop(columns=_EXTRA)
+
+
+def _first_width(section: Section) -> int:
+    """Number of fields of the first non-blank row of ``section``."""
+    data, start = section.source.bytes(), section.start
+    while start < section.stop:
+        end = data.find(b"\n", start, section.stop)
+        fields = data[start:section.stop if end < 0 else end].split()
+        if fields:
+            return len(fields)
+        start = section.stop if end < 0 else end + 1
+    return 0

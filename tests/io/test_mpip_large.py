@@ -191,3 +191,15 @@ def test_fast_and_line_readings_agree_on_the_real_reports(path: Path, monkeypatc
     assert "line" not in mpip._task_times(report)
     xr.testing.assert_identical(mpip.read(path, label="r"), by_line)
     pd.testing.assert_frame_equal(mpip.callsites(path), table)
+
+
+@pytest.mark.parametrize("row", [0, 1])
+def test_a_row_too_long_is_named_first_or_not(tmp_path: Path, row: int) -> None:
+    lines = grow(HPCCG_16, COPIES)
+    i = _line(lines, r"^@--- Callsite Time statistics") + 3 + row
+    lines[i] += " 7"
+    path = tmp_path / "long.mpiP"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PerfkitFormatError, match="expected 9 columns") as info:
+        mpip.read(path)
+    assert info.value.line == i + 1
