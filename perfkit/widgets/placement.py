@@ -234,17 +234,18 @@ def prediction_text(result: PlacementResult) -> str:
 
 
 def decision_text(result: PlacementResult) -> str:
-    """What ``perfkit.place`` decided (kept block or not) and how long mapping took."""
+    """What ``perfkit.place`` decided (``info["decision"]``: kept block or not, and why) and how long mapping took."""
     info = result.placed.info
     label = STRATEGY_LABELS.get(result.placed.strategy, result.placed.strategy)
     topo = result.placed.topology
     switches = f"{topo.switch_size} nodes per switch" if topo.switch_size else "one switch"
     parts = [f"{result.placed.nranks} ranks on {topo.nodes} nodes x {topo.cores} cores "
              f"({topo.sockets} socket{'s' * (topo.sockets > 1)}, {switches}), {label}"]
-    if info.get("kept_block"):
-        parts.append("**block kept**: Scotch found no placement cheaper than block in its own objective")
-    elif "kept_block" in info:
-        parts.append("Scotch's placement is cheaper than block in its own objective")
+    decision = info.get("decision")  # the library's keep-block rule, as ``perfkit place`` prints it
+    if decision is None and "kept_block" in info:
+        decision = "kept block" if info["kept_block"] else "chose " + result.placed.strategy
+    if decision:
+        parts.append(f"**{decision}**" if info.get("kept_block") else decision)
     if info.get("moved"):
         parts.append(f"{info['moved']} ranks moved off over-full cores or nodes")
     if "wall_time_s" in info:
