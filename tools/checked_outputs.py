@@ -27,8 +27,9 @@ from typing import Any
 import nbformat
 from nbclient import NotebookClient
 
-#: Cell tag of the cells whose output nbval compares (older notebooks: a ``# NBVAL_CHECK_OUTPUT`` first line).
+#: Cell tag of the cells whose output nbval compares.
 TAG = "nbval-check-output"
+#: nbval's marker comment, which the notebooks do not use: it would sit in the learners' code.
 MARKER = "# NBVAL_CHECK_OUTPUT"
 #: Output data kept as references (pictures and scripts are neither checked nor kept).
 KEPT_DATA = ("text/plain", "text/html")
@@ -43,7 +44,7 @@ def is_checked(cell: nbformat.NotebookNode) -> bool:
     """Whether nbval compares ``cell``'s output with a stored reference."""
     if cell.cell_type != "code":
         return False
-    return TAG in cell.get("metadata", {}).get("tags", []) or cell.source.lstrip().startswith(MARKER)
+    return TAG in cell.get("metadata", {}).get("tags", [])
 
 
 def references_path(notebook: Path) -> Path:
