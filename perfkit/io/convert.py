@@ -2,9 +2,10 @@
 
 Each file is read by a worker (the active ``dask.distributed`` client's, else a local process
 pool) and written to its own temporary zarr group; the worker returns only the lazy, dask-backed
-Dataset of that group. The union of the runs' coordinates is then known without holding any
-run, the final store is laid out with it (all cells NaN), and the runs are reindexed and written
-into it by region along ``run``, in this process, at most ``BATCH_CELLS`` cells at a time (the
+Dataset of that group (a small run, up to ``SMALL_RUN`` bytes, comes back in memory, up to
+``HELD_SMALL_RUNS`` bytes of them in all). The union of the runs' coordinates is then known
+without holding any large run, the final store is laid out with it (all cells NaN), and the runs
+are reindexed and written into it by region along ``run``, in this process, at most ``BATCH_CELLS`` cells at a time (the
 parts are chunked like the store, so a run is copied chunk by chunk). Peak memory therefore does
 not grow with the number of runs.
 """
@@ -61,6 +62,10 @@ RANK_CHUNK = 4096
 #: Runs are written into the store in batches of at most this many cells (float64: 16 MiB).
 BATCH_CELLS = 2**21
 _RANK_DIMS = ("rank", "sender", "receiver")
+#: A run of at most this many bytes comes back from its worker in memory, not through a temporary part.
+SMALL_RUN = 2**20
+#: At most this many bytes of such small runs are kept in memory; the following ones go to parts.
+HELD_SMALL_RUNS = 2**27
 #: Without a client and ``workers``, a local process pool is started for more files than this.
 LOCAL_POOL_FROM = 20
 
@@ -150,7 +155,8 @@ def _store_attrs(existing: xr.Dataset | None, runs: Sequence[xr.Dataset], refuse
 
 
 def read_part(path: Path, format: str | None, meta: dict[str, Any], part: Path, errors: str) -> xr.Dataset | Refusal:
-    """Read one profile, write it to the zarr group ``part`` and return that group opened lazily.
+    """Read one profile; a run of at most ``SMALL_RUN`` bytes is returned in memory, a larger one is
+    written to the zarr group ``part`` and returned opened lazily.
 
     With ``errors`` other than ``"raise"`` a file that cannot be read gives a ``Refusal``.
     """
@@ -160,13 +166,29 @@ def read_part(path: Path, format: str | None, meta: dict[str, Any], part: Path, 
         if errors == "raise":
             raise
         return Refusal(str(path), exc)
-    # a temporary copy, read once: not compressed, chunked as the store so that it is copied chunk by chunk
+    if ds.nbytes <= SMALL_RUN:
+        return ds
+    _write_part(ds, part)
+    del ds
+    _release_memory()
+    return _open_part(part)
+
+
+def to_part(ds: xr.Dataset, part: Path) -> xr.Dataset:
+    """``ds`` written to the temporary zarr group ``part`` and opened lazily (coordinates in memory)."""
+    _write_part(ds, part)
+    return _open_part(part)
+
+
+def _write_part(ds: xr.Dataset, part: Path) -> None:
+    # read once: not compressed, chunked as the store so that it is copied chunk by chunk
     encoding = {name: {"compressors": None, "chunks": tuple(min(n, RANK_CHUNK) if dim in _RANK_DIMS else n
                                                             for dim, n in var.sizes.items())}
                 for name, var in ds.data_vars.items()}
     densify(validate(ds)).to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
-    del ds
-    _release_memory()
+
+
+def _open_part(part: Path) -> xr.Dataset:
     lazy = load(part, chunks={})
     return lazy.assign_coords({name: (lazy[name].dims, lazy[name].values, lazy[name].attrs) for name in lazy.coords})
 
@@ -186,9 +208,19 @@ def _read_all(tasks: Sequence[tuple[Path, str | None, dict[str, Any]]], work: Pa
     """``read_part`` of every task, in parallel; results in task order."""
     calls = [(path, fmt, meta, work / f"{k}.zarr", errors) for k, (path, fmt, meta) in enumerate(tasks)]
     results: list[Any] = [None] * len(calls)
+    held = 0  # bytes of small runs kept in memory; beyond HELD_SMALL_RUNS they go to parts too
     for k, result in _progress(_completed(calls, workers), len(calls), show, "reading"):
+        if isinstance(result, xr.Dataset) and not _is_lazy(result):
+            held += result.nbytes
+            if held > HELD_SMALL_RUNS:
+                result = to_part(result, calls[k][3])
+                held -= result.nbytes
         results[k] = result
     return results
+
+
+def _is_lazy(ds: xr.Dataset) -> bool:
+    return any(hasattr(var.data, "dask") for var in ds.data_vars.values())
 
 
 def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterator[tuple[int, Any]]:

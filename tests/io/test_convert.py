@@ -265,3 +265,11 @@ def test_lazy_analyses_on_a_distributed_client(tmp_path, series):
     with cluster, distributed.Client(cluster):
         got = perfkit.imbalance(perfkit.load(store, chunks={"rank": 24})).compute()
     xr.testing.assert_allclose(got, expected)
+
+
+def test_small_runs_beyond_the_held_budget_go_through_parts(tmp_path, series, monkeypatch):
+    from perfkit.io import convert
+
+    monkeypatch.setattr(convert, "HELD_SMALL_RUNS", 0)  # every small run is spilled to a part
+    store = perfkit.convert(series, tmp_path / "study.zarr", workers=1)
+    xr.testing.assert_identical(perfkit.load(store), perfkit.open_runs(series))
