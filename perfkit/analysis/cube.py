@@ -111,16 +111,31 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
     """``arrays`` in memory, dask ones computed together (the cube is read once for all of them).
 
     Each dask array is written block by block into its own numpy array, so that a large per-rank
-    result is never held twice (as blocks and then joined).
+    result is never held twice (as blocks and then joined). On a ``dask.distributed`` client the
+    workers cannot write into this process's arrays: the results are computed there and gathered.
     """
     lazy = [i for i, array in enumerate(arrays) if isinstance(array, dask.array.Array)]
     if not lazy:
         return arrays
     out = list(arrays)
+    if _distributed_client_active():
+        for i, value in zip(lazy, dask.compute(*[arrays[i] for i in lazy])):
+            out[i] = value
+        return tuple(out)
     for i in lazy:
         out[i] = np.empty(arrays[i].shape, dtype=arrays[i].dtype)
     dask.array.store([arrays[i] for i in lazy], [out[i] for i in lazy], lock=False)
     return tuple(out)
+
+
+def _distributed_client_active() -> bool:
+    try:
+        from distributed import get_client
+
+        get_client()
+    except (ImportError, ValueError):
+        return False
+    return True
 
 
 def rank_totals(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
