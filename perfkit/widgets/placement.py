@@ -35,6 +35,7 @@ from bokeh.plotting import figure
 import perfkit
 from perfkit.analysis.traffic import aggregate, inter_group_share
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
+from perfkit.widgets.selection import describe_ranks
 
 if TYPE_CHECKING:
     from perfkit.placement.placement import Placement
@@ -233,6 +234,20 @@ def prediction_text(result: PlacementResult) -> str:
             "First order: contention the cost model does not see is not in it.")
 
 
+def selection_text(result: PlacementResult, selected: list[int] | None, label: str = "") -> str:
+    """Where the selected ranks (rank numbers of the run) sit under block and under the placement shown."""
+    if not selected:
+        return ""
+    ranks = np.asarray(selected, dtype=np.int64)
+    ranks = ranks[(ranks >= 0) & (ranks < result.placed.nranks)]
+    if ranks.size == 0:
+        return ""
+    how = f" ({label})" if label else ""
+    strategy = STRATEGY_LABELS.get(result.placed.strategy, result.placed.strategy)
+    return (f"**The {ranks.size} selected ranks**{how}: on nodes {describe_ranks(result.block.node[ranks])} "
+            f"under block, on nodes {describe_ranks(result.placed.node[ranks])} under {strategy}.")
+
+
 def decision_text(result: PlacementResult) -> str:
     """What ``perfkit.place`` decided (``info["decision"]``: kept block or not, and why) and how long mapping took."""
     info = result.placed.info
@@ -330,6 +345,8 @@ class PlacementView:
         self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
                                        sizing_mode="stretch_width", max_width=900)
         self.prediction = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.follow = follow
+        self.selection = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.node_maps = NodeHeatmaps()
         self.heatmaps = pn.FlexBox(*(pn.pane.Bokeh(fig) for fig in self.node_maps.figures),
                                    sizing_mode="stretch_width")
@@ -339,13 +356,14 @@ class PlacementView:
                                                   label=_download_label(fmt), embed=False, disabled=True,
                                                   color="primary", width=200) for fmt in FORMATS]
         self.results = pn.Column(
-            self.decision, self.table, self.prediction, self.heatmaps,
+            self.decision, self.table, self.prediction, self.selection, self.heatmaps,
             pn.pane.Markdown("**Launch files** of the placement shown (hosts from the host list, else node000...):"),
             pn.FlexBox(*self.downloads), sizing_mode="stretch_width", visible=False)
         state.param.watch(lambda *_: self.start(), ["run", "nodes", "cores", "sockets", "switch_size", "hosts",
                                                    "strategy", "timeout"])
         if follow is not None:
             follow.param.watch(lambda event: self.follow_run(event.new), "run")
+            follow.param.watch(lambda *_: self._show_selection(), ["selected", "selection_label"])
         self.panel = pn.Column(*self.controls, pn.Row(self.progress, self.cancel, self.status,
                                                       sizing_mode="stretch_width"),
                                self.results, sizing_mode="stretch_width")
@@ -487,6 +505,7 @@ class PlacementView:
         self.decision.object = decision_text(outcome)
         self.table.object = outcome.table
         self.prediction.object = prediction_text(outcome)
+        self._show_selection()
         frames = heatmap_frames(outcome)
         self.node_maps.update(frames)
         if not self._served():  # in a notebook, changes made to plain bokeh figures are sent explicitly
@@ -495,6 +514,12 @@ class PlacementView:
             button.disabled = False
         self.results.visible = True
         self._idle("", settled=outcome.prediction_note != PREDICTING)
+
+    def _show_selection(self) -> None:
+        """The nodes of the dashboard's selected ranks under block and under the placement shown."""
+        if self.follow is None or self.result is None:
+            return
+        self.selection.object = selection_text(self.result, self.follow.selected, self.follow.selection_label)
 
     def _show_error(self, problem: Exception) -> None:
         self._current_ok = False

@@ -189,3 +189,19 @@ def test_map_time_limit_stops_scotch(run96):
     assert "Cannot place" in view.status.object and "0.001" in view.status.object, view.status.object
     view.state.timeout = 60.0  # a failed map is not remembered: the same configuration maps again
     assert view.wait().placed.strategy == "scotch_nodes"
+
+
+def test_selected_ranks_are_located_under_both_placements(run96):
+    state = rank_state(run96)
+    view = placement_view(run96, state)
+    result = view.wait()
+    assert view.selection.object == ""
+    state.param.update(selected=[0, 1, 2, 50], selection_label="box")
+    text = view.selection.object
+    block_nodes = np.unique(result.block.node[[0, 1, 2, 50]])
+    placed_nodes = np.unique(result.placed.node[[0, 1, 2, 50]])
+    assert text.startswith("**The 4 selected ranks** (box)")
+    assert f"on nodes {tab.describe_ranks(block_nodes)} under block" in text
+    assert f"on nodes {tab.describe_ranks(placed_nodes)} under" in text
+    state.selected = None
+    assert view.selection.object == ""
