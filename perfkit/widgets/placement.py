@@ -34,6 +34,7 @@ from bokeh.plotting import figure
 
 import perfkit
 from perfkit.analysis.traffic import aggregate, inter_group_share
+from perfkit.plots.axes import si_formatter
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 from perfkit.widgets.selection import describe_ranks
 
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from perfkit.placement.topology import Topology
 
 #: The strategies offered (``perfkit.place``) and what their buttons say.
+#: The cost table's first column (what is measured) reads left-aligned, its numbers right-aligned.
+MEASURE_CSS = ".panel-df td:first-child, .panel-df th:first-child { text-align: left; }"
 STRATEGY_LABELS = {"block": "block", "round_robin": "round-robin", "random": "random", "scotch": "Scotch",
                    "scotch_nodes": "Scotch node-level"}
 #: File name offered by each launch format's download button.
@@ -288,7 +291,8 @@ class NodeHeatmaps:
         renderer = fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=source, color_mapper=self.mapper)
         fig.add_tools(HoverTool(renderers=[renderer], tooltips=[("sender node", "$y{0}"), ("receiver node", "$x{0}"),
                                                                 ("bytes", "@image{0.000a}")]))
-        fig.add_layout(ColorBar(color_mapper=self.mapper, title="bytes [B]", width=14), "right")
+        fig.add_layout(ColorBar(color_mapper=self.mapper, title="bytes [B]", width=14, formatter=si_formatter()),
+                       "right")
         fig.grid.visible = False
         return fig
 
@@ -343,7 +347,7 @@ class PlacementView:
         self.status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.decision = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
-                                       sizing_mode="stretch_width", max_width=900)
+                                       stylesheets=[MEASURE_CSS], sizing_mode="stretch_width", max_width=900)
         self.prediction = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.follow = follow
         self.selection = pn.pane.Markdown("", sizing_mode="stretch_width")
