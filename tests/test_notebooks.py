@@ -59,11 +59,10 @@ def test_stored_without_outputs_with_references_in_step(path):
 
 
 def test_a_notebook_run_and_saved_in_jupyterlab_stays_clean_in_git(tmp_path):
-    """What a JupyterLab save adds (outputs, counts, kernel display name, language version) is what the
-    git filter strips, so git sees the committed bytes again."""
+    """What a JupyterLab save adds (outputs, counts, language version) is what the git filter strips, so
+    git sees the committed bytes again."""
     original = (NOTEBOOKS / "00_tour.ipynb").read_text()
     notebook = nbformat.reads(original, as_version=4)
-    notebook.metadata["kernelspec"]["display_name"] = "Python 3 (ipykernel)"
     notebook.metadata["language_info"] = {"name": "python", "version": "3.12.1"}
     for count, cell in enumerate((c for c in notebook.cells if c.cell_type == "code"), 1):
         cell.execution_count = count

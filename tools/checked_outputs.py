@@ -33,9 +33,10 @@ TAG = "nbval-check-output"
 MARKER = "# NBVAL_CHECK_OUTPUT"
 #: Output data kept as references (pictures and scripts are neither checked nor kept).
 KEPT_DATA = ("text/plain", "text/html")
-#: The notebook filter: outputs, counts, and what JupyterLab writes about the saving machine are not kept.
-STRIP = [sys.executable, "-m", "nbstripout", "--keep-id",
-         "--extra-keys", "metadata.language_info metadata.kernelspec.display_name"]
+#: The notebook filter: outputs, counts, and the saving machine's Python version are not kept. The
+#: kernel's display name stays (nbformat requires it): notebooks carry JupyterLab's, :data:`KERNEL_NAME`.
+STRIP = [sys.executable, "-m", "nbstripout", "--keep-id", "--extra-keys", "metadata.language_info"]
+KERNEL_NAME = "Python 3 (ipykernel)"
 #: Seconds a cell may run.
 CELL_TIMEOUT = 600
 
@@ -108,6 +109,12 @@ def problems(path: Path) -> list[str]:
     notebook = nbformat.read(path, as_version=4)
     references = read_references(path)
     found = [] if path.read_text() == stripped(path) else ["not stored as the notebook filter leaves it"]
+    try:
+        nbformat.validate(notebook)
+    except nbformat.ValidationError as exc:
+        found.append(f"not a valid notebook: {exc.message}")
+    if notebook.metadata.get("kernelspec", {}).get("display_name") != KERNEL_NAME:
+        found.append(f"kernel display name is not {KERNEL_NAME!r} (what JupyterLab writes on save)")
     checked = set()
     for number, cell in enumerate(notebook.cells, 1):
         if cell.cell_type != "code":
