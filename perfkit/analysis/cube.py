@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit.io.cluster import active_client
+
 
 def metric_values(ds: xr.Dataset, metric: str) -> np.ndarray:
     """``profile`` values of one metric as an array (run, rank, function), in the metric's units."""
@@ -118,7 +120,7 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
     if not lazy:
         return arrays
     out = list(arrays)
-    if _distributed_client_active():
+    if active_client() is not None:
         for i, value in zip(lazy, dask.compute(*[arrays[i] for i in lazy])):
             out[i] = value
         return tuple(out)
@@ -126,16 +128,6 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
         out[i] = np.empty(arrays[i].shape, dtype=arrays[i].dtype)
     dask.array.store([arrays[i] for i in lazy], [out[i] for i in lazy], lock=False)
     return tuple(out)
-
-
-def _distributed_client_active() -> bool:
-    try:
-        from distributed import get_client
-
-        get_client()
-    except (ImportError, ValueError):
-        return False
-    return True
 
 
 def rank_totals(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",

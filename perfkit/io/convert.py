@@ -34,6 +34,7 @@ import xarray as xr
 import zarr
 
 from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
+from perfkit.io.cluster import active_client
 from perfkit.io.open import (
     Metadata,
     Refusal,
@@ -225,12 +226,7 @@ def _is_lazy(ds: xr.Dataset) -> bool:
 
 def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterator[tuple[int, Any]]:
     """(task index, result) as tasks complete: distributed client, local process pool or this process."""
-    try:
-        from distributed import get_client
-
-        client = get_client()
-    except (ImportError, ValueError):
-        client = None
+    client = active_client()
     if client is not None:
         from distributed import as_completed
 

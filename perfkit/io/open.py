@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from perfkit.errors import PerfkitFormatError, PerfkitWarning
+from perfkit.io.cluster import active_client
 from perfkit.io.registry import get_format, sniff_format
 from perfkit.model import RUN_FIELDS, RUN_OPTIONAL, combine_runs, read_warnings
 
@@ -258,12 +259,7 @@ def _fill_from(primary: xr.Dataset, other: xr.Dataset) -> xr.Dataset:
 
 
 def _compute(tasks: list[Any], show_progress: bool) -> list[xr.Dataset]:
-    try:
-        from distributed import get_client
-
-        client = get_client()
-    except (ImportError, ValueError):
-        client = None
+    client = active_client()
     if client is not None:
         futures = client.compute(tasks)
         if show_progress:

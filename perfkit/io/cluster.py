@@ -1,0 +1,15 @@
+"""The active ``dask.distributed`` client, when there is one (readers, ``convert`` and the lazy analyses use it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def active_client() -> Any | None:
+    """The client of the current ``dask.distributed`` session, or None (no session, or distributed not installed)."""
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
