@@ -28,6 +28,7 @@ import panel as pn
 import param
 import xarray as xr
 
+from perfkit.analysis import cube
 from perfkit.analysis.imbalance import Z_OUTLIER, outlier_ranks, slow_ranks
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 
@@ -68,11 +69,10 @@ def describe_ranks(ranks: Any, limit: int = 12) -> str:
 
 
 def rank_totals(ds: xr.Dataset, run: str, metric: str, rank_range: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Ranks of ``run`` in ``rank_range`` that exist, and each one's total of ``metric`` over all functions."""
-    values = ds["profile"].sel(run=run, metric=metric).transpose("rank", "function").values
-    ranks = ds["rank"].values
-    keep = ~np.isnan(values).all(axis=1) & (ranks >= rank_range[0]) & (ranks <= rank_range[1])
-    return ranks[keep], np.nansum(values[keep], axis=1)
+    """Ranks of ``run`` in ``rank_range`` that exist, and each one's total of ``metric`` over all functions
+    (the per-rank table of :func:`perfkit.analysis.cube.rank_totals`, summed)."""
+    table = cube.rank_totals(ds, run, metric=metric, ranks=rank_range)
+    return table.index.to_numpy(), table.sum(axis=1).to_numpy()
 
 
 def node_ranks(ds: xr.Dataset, run: str) -> dict[int, np.ndarray]:
