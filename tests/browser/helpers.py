@@ -17,12 +17,26 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 #: Seconds a server may take to accept connections.
 START_TIMEOUT = 60
+#: Seconds for ``panel serve`` to draw the explorer app's first plot.
+APP_RENDER_TIMEOUT = 120
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def open_explorer_app(page, serve):
+    """Serve ``perfkit/widgets/explorer_app.py`` under ``panel serve`` (through the ``serve`` fixture), open it in
+    ``page`` and wait for its first plot; returns that plot's locator."""
+    port = free_port()
+    serve([str(BIN / "panel"), "serve", "perfkit/widgets/explorer_app.py", f"--port={port}", "--address=127.0.0.1",
+           f"--allow-websocket-origin=127.0.0.1:{port}"], port)
+    page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=APP_RENDER_TIMEOUT * 1000)
+    plot = page.locator(".bk-Canvas").first
+    plot.wait_for(timeout=APP_RENDER_TIMEOUT * 1000)
+    return plot
 
 
 def start_server(command: list[str], port: int, env: dict[str, str], log: Path) -> subprocess.Popen:

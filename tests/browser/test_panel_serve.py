@@ -6,22 +6,13 @@ import re
 
 import pytest
 
-from tests.browser.helpers import BIN, drag_upper_handle, free_port, wait_for_new_picture, wait_until
+from tests.browser.helpers import drag_upper_handle, open_explorer_app, wait_for_new_picture, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-#: Seconds for the server to read the bundled series and send the first page.
-RENDER_TIMEOUT = 120
-
 
 def test_explorer_under_panel_serve(page, serve, artifacts):
-    port = free_port()
-    serve([str(BIN / "panel"), "serve", "perfkit/widgets/explorer_app.py", f"--port={port}", "--address=127.0.0.1",
-           f"--allow-websocket-origin=127.0.0.1:{port}"], port)
-    page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=RENDER_TIMEOUT * 1000)
-
-    plot = page.locator(".bk-Canvas").first
-    plot.wait_for(timeout=RENDER_TIMEOUT * 1000)
+    plot = open_explorer_app(page, serve)
     title = page.locator(".bk-slider-title").filter(has_text="ranks")
     assert re.search(r"ranks: 0 \.\. 47", title.inner_text()), title.inner_text()
     first = wait_until(plot.screenshot, 10, "a picture of the plot")

@@ -9,12 +9,10 @@ import pytest
 
 import perfkit
 from perfkit.placement.launch import read_launch
-from tests.browser.helpers import BIN, free_port, wait_for_new_picture, wait_until
+from tests.browser.helpers import BIN, free_port, open_explorer_app, wait_for_new_picture, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-#: Seconds for the server to read the bundled series and send the first page.
-RENDER_TIMEOUT = 120
 #: Voila runs the whole explorer notebook (imports, reading six runs) before the dashboard appears.
 VOILA_TIMEOUT = 150
 #: Seconds for a map (the first one also cuts the run out of the combined series).
@@ -36,11 +34,7 @@ def table_text(page) -> str:
 
 
 def test_placement_tab_under_panel_serve(page, serve, artifacts, tmp_path):
-    port = free_port()
-    serve([str(BIN / "panel"), "serve", "perfkit/widgets/explorer_app.py", f"--port={port}", "--address=127.0.0.1",
-           f"--allow-websocket-origin=127.0.0.1:{port}"], port)
-    page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=RENDER_TIMEOUT * 1000)
-    page.locator(".bk-Canvas").first.wait_for(timeout=RENDER_TIMEOUT * 1000)
+    open_explorer_app(page, serve)
     page.locator("select").first.select_option("96/slt")
 
     page.locator(".bk-tab", has_text=re.compile("^placement$")).click()

@@ -6,12 +6,10 @@ import re
 
 import pytest
 
-from tests.browser.helpers import BIN, free_port, wait_until
+from tests.browser.helpers import open_explorer_app, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-#: Seconds for the server to read the bundled series and send the first page.
-RENDER_TIMEOUT = 120
 #: Smallest share of the page width the data area (frame) of each scaling plot must take.
 MIN_SHARE = 0.4
 SCALING_TITLES = ("elapsed vs processes", "speedup", "parallel efficiency")
@@ -29,11 +27,7 @@ PLOTS_JS = """() => {
 
 
 def test_scaling_tab_plots_fill_the_page(page, serve, artifacts):
-    port = free_port()
-    serve([str(BIN / "panel"), "serve", "perfkit/widgets/explorer_app.py", f"--port={port}", "--address=127.0.0.1",
-           f"--allow-websocket-origin=127.0.0.1:{port}"], port)
-    page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=RENDER_TIMEOUT * 1000)
-    page.locator(".bk-Canvas").first.wait_for(timeout=RENDER_TIMEOUT * 1000)
+    open_explorer_app(page, serve)
     page.wait_for_timeout(500)
     page.screenshot(path=artifacts / "plots-per-rank-tab.png")
     page.locator(".bk-tab", has_text=re.compile("^scaling$")).click()

@@ -11,13 +11,11 @@ import secrets
 
 import pytest
 
-from tests.browser.helpers import BIN, REPO, free_port, wait_for_new_picture, wait_until
+from tests.browser.helpers import BIN, REPO, free_port, open_explorer_app, wait_for_new_picture, wait_until
 from tests.browser.test_jupyterlab import all_cells_ran, lab_settings
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-#: Seconds for the server to read the bundled series and send the first page.
-RENDER_TIMEOUT = 120
 #: Texts of the bokeh titles in the page (plot titles are drawn on a canvas, not in the DOM).
 TITLES_JS = "() => [...Bokeh.documents[0].all_models].filter(m => m.type === 'Title').map(m => m.text)"
 
@@ -38,12 +36,7 @@ def show_tab(page, name: str) -> None:
 
 
 def test_box_selection_filters_the_tabs(page, serve, artifacts):
-    port = free_port()
-    serve([str(BIN / "panel"), "serve", "perfkit/widgets/explorer_app.py", f"--port={port}", "--address=127.0.0.1",
-           f"--allow-websocket-origin=127.0.0.1:{port}"], port)
-    page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=RENDER_TIMEOUT * 1000)
-    plot = page.locator(".bk-Canvas").first
-    plot.wait_for(timeout=RENDER_TIMEOUT * 1000)
+    plot = open_explorer_app(page, serve)
     status = page.locator("p", has_text=re.compile(r"^selection\b")).first
     wait_until(lambda: "none, every rank" in status.inner_text(), 30, "the selection line")
     first = wait_until(plot.screenshot, 10, "a picture of the plot")
