@@ -60,8 +60,8 @@ def _image(matrix: sps.csr_matrix, lo: int, kdims: list[str], vdim: str, pixels:
     return image.redim(**{image.vdims[0].name: vdim})
 
 
-def _style(element: hv.Element, title: str, clabel: str, clim: tuple[float, float] | None) -> hv.Element:
-    """Log colour, first row on top, ticks at whole ranks or groups only.
+def style_heatmap(element: hv.Element, title: str, clabel: str, clim: tuple[float, float] | None) -> hv.Element:
+    """A traffic heatmap's look: log colour (SI-labelled bar), first row on top, ticks at whole ranks or groups only.
 
     A matrix whose non-zero values are all equal is coloured on a decade either side of that value.
     """
@@ -109,7 +109,7 @@ def heatmap(
     element = _image(matrix, lo, ["receiver", "sender"], quantity, pixels)
     label = title or f"{quantity} sent, ranks {lo}-{hi - 1}"
     clabel = f"{quantity} [{UNITS.get(quantity, '')}]"
-    return _style(element, label, clabel, None).opts(shared_axes=False, axiswise=True)
+    return style_heatmap(element, label, clabel, None).opts(shared_axes=False, axiswise=True)
 
 
 def group_heatmap(aggregated: xr.DataArray, *, title: str = "", clim: tuple[float, float] | None = None) -> hv.Element:
@@ -119,7 +119,7 @@ def group_heatmap(aggregated: xr.DataArray, *, title: str = "", clim: tuple[floa
     matrix = traffic_matrix(aggregated.data)
     element = _image(matrix, 0, [f"receiver_{level}", f"sender_{level}"], quantity, 400)
     label = title or f"{quantity} {level} to {level}"
-    return _style(element, label, f"{quantity} [{UNITS.get(quantity, '')}]", clim)
+    return style_heatmap(element, label, f"{quantity} [{UNITS.get(quantity, '')}]", clim)
 
 
 def before_after(matrices: Sequence[xr.DataArray], labels: Sequence[str] = ("before", "after")) -> hv.Layout:

@@ -35,8 +35,8 @@ from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
 from perfkit.model import TRAFFIC_DIMS
-from perfkit.plots.axes import integer_ticker
 from perfkit.plots.pop import pop_plot, pop_styler
+from perfkit.plots.traffic import style_heatmap
 from perfkit.widgets.ranks import WIDGET_WIDTH, rank_controls, rank_pane, rank_state, view_stream
 from perfkit.widgets.scaling import scaling_panel
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
@@ -200,9 +200,8 @@ def traffic_view(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int]
     note = chosen + (f", summed over blocks of {step} x {step} ranks" if step > 1 else "")
     image = hv.Image((centres, centres, np.where(cells > 0, cells, np.nan)), ["receiver", "sender"],
                      hv.Dimension(quantity, label=label))
-    return image.opts(cmap="viridis", logz=True, colorbar=True, invert_yaxis=True, tools=["hover"],
-                      xticks=integer_ticker(), yticks=integer_ticker(), width=560, height=500,
-                      title=f"{run}: {quantity} sender -> receiver{note}")
+    return style_heatmap(image, f"{run}: {quantity} sender -> receiver{note}", label, None).opts(
+        frame_width=420, frame_height=420)
 
 
 def traffic_entries(ds: xr.Dataset, run: str, quantity: str, first: int = 0,
