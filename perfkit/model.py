@@ -57,7 +57,7 @@ def dense_traffic(nranks: int, nonzeros: int) -> bool:
     return dense_bytes <= max(DENSE_TRAFFIC_BYTES, 32 * nonzeros)
 
 #: What a function's time is: the ``kind`` coordinate vocabulary.
-KINDS = ("compute", "transfer", "wait_late_sender", "wait_collective", "io", "other")
+KINDS = ("compute", "transfer", "wait_late_sender", "wait_late_receiver", "wait_collective", "io", "other")
 COMPUTE = "Compute"
 
 #: Run-level coordinates; numeric ones are float64 so that "unknown" can be NaN.
@@ -73,8 +73,9 @@ SCALINGS = ("strong", "weak", "")
 #: NaN because the file states only statistics over ranks (``summary``, e.g. a concise mpiP report).
 DETAILS = ("per_rank", "summary", "")
 
-#: Function labels: MPI calls, their wait parts (w_ = late-sender wait, b_ = collective wait).
-FUNCTION_NAME = re.compile(r"^((w_|b_)?MPI_\w+|Compute)$")
+#: Function labels: MPI calls, their wait parts (w_ = late-sender wait, r_ = late-receiver wait,
+#: b_ = collective wait).
+FUNCTION_NAME = re.compile(r"^((w_|r_|b_)?MPI_\w+|Compute)$")
 _IO_CALL = re.compile(r"^(MPI_File_\w+|read|write|open|close|fread|fwrite|pread|pwrite|lseek)$")
 _OTHER_CALLS = {
     "MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_rank", "MPI_Comm_size",
@@ -250,7 +251,8 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
         kinds = ds["kind"].values if "kind" in ds.coords else ["other"] * len(funcs)
         bad_names = [f for f, k in zip(funcs, kinds) if not FUNCTION_NAME.match(f) and k not in ("io", "other")]
         if bad_names:
-            problems.append(f"functions {bad_names[:5]} are not named MPI_Xxx, w_MPI_Xxx, b_MPI_Xxx or Compute")
+            problems.append(f"functions {bad_names[:5]} are not named MPI_Xxx, w_MPI_Xxx, r_MPI_Xxx, b_MPI_Xxx "
+                            "or Compute")
     for name in RUN_FIELDS:
         if name not in ds.coords or ds[name].dims != ("run",):
             problems.append(f"no run coordinate '{name}'")

@@ -165,15 +165,17 @@ def _wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
 
 
 def _wait_name(kind: str) -> str:
-    """What a wait of ``kind`` (``wait_collective`` or ``wait_late_sender``) is called in findings."""
-    return "collective wait" if kind == "wait_collective" else "late-sender wait"
+    """What a wait of ``kind`` (``wait_collective``, ``wait_late_receiver`` or ``wait_late_sender``) is called."""
+    return {"wait_collective": "collective wait", "wait_late_receiver": "late-receiver wait"}.get(kind,
+                                                                                                 "late-sender wait")
 
 
 def _wait_text(call: str, kind: str, share: float, mean_wait: float, estimated: bool) -> str:
     """Sentence on a call's wait: its share of the call's time [0-1] and mean per rank [s]."""
     how = "estimated from per-call time above the fastest rank" if estimated else "measured"
-    cause = ("ranks arrive late at the collective" if kind == "wait_collective"
-             else "the matching sends are posted late")
+    causes = {"wait_collective": "ranks arrive late at the collective",
+              "wait_late_receiver": "the matching receives are posted late"}
+    cause = causes.get(kind, "the matching sends are posted late")
     return (f"{100 * float(share):.0f}% of {call} time is {_wait_name(kind)} ({how}): {cause}, time spent "
             f"waiting, not moving data; {float(mean_wait):.3g} s per rank on average.")
 

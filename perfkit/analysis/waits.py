@@ -19,11 +19,12 @@ overhead) and *wait* (blocked until another rank arrives), per run and rank:
   overestimate). On the synthetic series the estimate finds
   about 85-90 % of the true wait (``docs/imbalance.md``).
 
-``breakdown`` sums this per rank into the six kinds of ``perfkit.model.KINDS``. Scalasca's
+``breakdown`` sums this per rank into the seven kinds of ``perfkit.model.KINDS``. Scalasca's
 wait-state names map as follows: late-sender wait (``w_`` columns) = *Late Sender*; collective
 wait (``b_`` columns) before a reduction/all-to-all = *Wait at N x N*, before ``MPI_Barrier`` =
 *Wait at Barrier*, before a rooted broadcast/scatter = *Late Broadcast* (root late) and before a
-gather/reduce = *Early Reduce*. MPInside's receive-late time (*Late Receiver*) is not separated.
+gather/reduce = *Early Reduce*; late-receiver wait (``r_`` columns, from traces) = *Late Receiver*.
+MPInside's receive-late time is not separated.
 """
 
 from __future__ import annotations
@@ -59,12 +60,22 @@ RECEIVES = frozenset({
     "MPI_Sendrecv_replace", "MPI_Probe", "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
 })
 PARTS = ("transfer", "wait")
-WAIT_KINDS = ("wait_late_sender", "wait_collective")
+WAIT_KINDS = ("wait_late_sender", "wait_late_receiver", "wait_collective")
 #: Scalasca's names for the wait states perfkit reports.
 SCALASCA_NAMES = {
     "wait_late_sender": "Late Sender",
+    "wait_late_receiver": "Late Receiver",
     "wait_collective": "Wait at N x N / Wait at Barrier / Late Broadcast / Early Reduce",
 }
+
+
+def _only_late_receiver(ds: xr.Dataset, calls: np.ndarray) -> np.ndarray:
+    """Per call of ``calls``: True where all its wait functions are late-receiver waits (e.g. ``r_MPI_Send``)."""
+    kinds, call_of = ds["kind"].values, ds["call"].values
+    waits = np.isin(kinds, WAIT_KINDS)
+    return np.array([bool((waits & (call_of == c)).any())
+                     and bool((kinds[waits & (call_of == c)] == "wait_late_receiver").all()) for c in calls],
+                    dtype=bool)
 
 
 def _mpi_calls(ds: xr.Dataset) -> np.ndarray:
@@ -94,7 +105,9 @@ class _Calls:
         self.names = np.unique(self.call_of)
         self.collective = np.isin(self.names, sorted(COLLECTIVES))
         self.estimable = np.isin(self.names, sorted(COLLECTIVES | RECEIVES))
-        self.wait_kind = np.where(self.collective, "wait_collective", "wait_late_sender")
+        receiver_late = _only_late_receiver(ds, self.names)
+        self.wait_kind = np.where(self.collective, "wait_collective",
+                                  np.where(receiver_late, "wait_late_receiver", "wait_late_sender"))
         self.metrics = ["time", "calls"] + (["time_min"] if "time_min" in ds["metric"].values else [])
 
     def sums(self, block: np.ndarray) -> np.ndarray:
@@ -139,7 +152,7 @@ class _Calls:
         return (wait > 0) & ~floors["measured"][:, None] & self.estimable
 
     def per_kind(self, block: np.ndarray, floors: dict[str, np.ndarray]) -> np.ndarray:
-        """Per (run, rank) of a block: transfer, late-sender wait, collective wait [s], 1 where a wait is estimated."""
+        """Per (run, rank) of a block: transfer, each ``WAIT_KINDS`` wait [s], 1 where a wait is estimated."""
         moved, wait = self.split(block, floors)
         waits = [_sum_of(wait, self.wait_kind == kind) for kind in WAIT_KINDS]
         return np.stack([np.nansum(moved, axis=-1), *waits, self.estimated(wait, floors).any(axis=-1)], axis=-1)
@@ -166,7 +179,7 @@ def split_and_breakdown(ds: xr.Dataset, *, split: bool = True,
     if not kinds:
         return out, None
     comm, kind_sums = computed
-    return out, _breakdown_of(ds, comm[..., :3], kind_sums, (comm[..., 3] > 0).any(axis=1))
+    return out, _breakdown_of(ds, comm[..., :-1], kind_sums, (comm[..., -1] > 0).any(axis=1))
 
 
 def _split_of(ds: xr.Dataset, calls: _Calls, floors: dict[str, np.ndarray], parts: np.ndarray) -> xr.Dataset:

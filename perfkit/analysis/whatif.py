@@ -165,5 +165,6 @@ def _waits(before: xr.DataArray, wait: xr.DataArray) -> xr.DataArray:
     measured = before.sel(kind=list(WAIT_KINDS))
     total = measured.sum("kind")
     share = (measured / total.where(total > 0)).fillna(
-        xr.DataArray([0.0, 1.0], dims="kind", coords={"kind": list(WAIT_KINDS)}))
+        xr.DataArray([float(k == "wait_collective") for k in WAIT_KINDS], dims="kind",
+                     coords={"kind": list(WAIT_KINDS)}))
     return (share * wait.clip(min=0.0)).where(wait.notnull())

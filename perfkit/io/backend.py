@@ -63,3 +63,10 @@ class CubeBackend(_PerfkitBackend):
 
     format_name = "cube"
     description = "Score-P CUBE4 profiles via pycubexr (perfkit)"
+
+
+class OTF2Backend(_PerfkitBackend):
+    """OTF2 traces (``engine="otf2"``): the anchor file ``traces.otf2``."""
+
+    format_name = "otf2"
+    description = "OTF2 traces (Score-P, perfkit collect --trace) with wait states (perfkit)"

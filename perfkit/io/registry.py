@@ -47,6 +47,7 @@ FORMATS: dict[str, Format] = {
         Format("mpip", "perfkit.io.mpip"),
         Format("ipm", "perfkit.io.ipm"),
         Format("cube", "perfkit.io.cube"),
+        Format("otf2", "perfkit.io.otf2"),
     )
 }
 

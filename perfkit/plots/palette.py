@@ -25,6 +25,7 @@ KIND_COLOURS = {
     "compute": "#1f77b4",
     "transfer": "#2ca02c",
     "wait_late_sender": "#ff7f0e",
+    "wait_late_receiver": "#ffbb78",
     "wait_collective": "#d62728",
     "io": "#8c564b",
     "other": "#7f7f7f",

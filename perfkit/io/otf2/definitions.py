@@ -1,0 +1,79 @@
+"""What an OTF2 archive defines: ranks, communicators in world ranks, regions and the clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfkit.errors import PerfkitFormatError
+
+EXPECTED = "an OTF2 trace (the anchor file traces.otf2 with traces.def and a traces/ folder beside it)"
+
+
+@dataclass
+class Definitions:
+    """The global definitions of one trace, reduced to what the reader needs.
+
+    ``world`` maps a location reference to its rank in MPI_COMM_WORLD; ``comm_ranks`` maps a
+    communicator reference to the world ranks of its members, in communicator-rank order (an empty
+    array for MPI_COMM_SELF: its only member is the calling rank). ``regions`` maps a region
+    reference to its name. Timestamps are ticks of ``resolution`` per second from ``offset``.
+    """
+
+    path: Path
+    resolution: int
+    offset: int
+    length: int
+    world: dict[int, int]
+    comm_ranks: dict[int, np.ndarray]
+    comm_names: dict[int, str]
+    regions: dict[int, str]
+    hosts: dict[int, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def nranks(self) -> int:
+        """Number of MPI ranks."""
+        return len(self.world)
+
+
+def read_definitions(path: Path, trace: Any) -> Definitions:
+    """``Definitions`` of an opened ``otf2.reader.Reader`` ``trace`` read from ``path``."""
+    import otf2
+
+    defs = trace.definitions
+    clock = defs.clock_properties
+    warnings: list[str] = []
+    world_group = next((g for g in defs.groups if g.group_type == otf2.GroupType.COMM_LOCATIONS
+                        and g.paradigm == otf2.Paradigm.MPI), None)
+    locations = list(defs.locations)
+    if world_group is not None and len(world_group.members):
+        members = list(world_group.members)
+    else:
+        members = [loc for loc in locations if loc.type == otf2.LocationType.CPU_THREAD]
+        warnings.append("the trace defines no MPI location group; every CPU thread location is taken as a rank "
+                        "in definition order")
+    if not members:
+        raise PerfkitFormatError(path, None, f"the trace defines no locations; expected {EXPECTED}")
+    world = {loc._ref: rank for rank, loc in enumerate(members)}
+    comm_ranks: dict[int, np.ndarray] = {}
+    comm_names: dict[int, str] = {}
+    for comm in defs.comms:
+        group = comm.group
+        if group is None:
+            continue
+        ranks = [world.get(m._ref, -1) if hasattr(m, "_ref") else int(m) for m in group.members]
+        if group.group_type == otf2.GroupType.COMM_SELF:
+            ranks = []
+        comm_ranks[comm._ref] = np.asarray(ranks, dtype=np.int64)
+        comm_names[comm._ref] = comm.name or ""
+    hosts = {}
+    for loc in members:
+        node = getattr(loc.group, "system_tree_parent", None)
+        hosts[world[loc._ref]] = node.name if node is not None else ""
+    return Definitions(path=path, resolution=int(clock.timer_resolution), offset=int(clock.global_offset),
+                       length=int(clock.trace_length), world=world, comm_ranks=comm_ranks, comm_names=comm_names,
+                       regions={r._ref: str(r.name) for r in defs.regions}, hosts=hosts, warnings=warnings)

@@ -1,0 +1,301 @@
+"""Stream one rank's OTF2 events into per-region reductions and per-message records.
+
+Nothing here keeps an event: each callback updates the rank's region stack, its per-region sums
+(exclusive ticks, visits, bytes and messages) and, for the events of a message or a collective,
+appends one record. A record points at the *instance* (one Enter..Leave of an MPI region) it
+happened in, whose enter and leave ticks are kept so that wait states can be computed after
+every rank is read (``perfkit.io.otf2.waits``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfkit.errors import PerfkitFormatError
+from perfkit.io.otf2.definitions import EXPECTED, Definitions
+
+#: Events asked from the library per call (bounds the reader's own buffering).
+BATCH = 65536
+
+
+def _int(value: Any) -> int:
+    """An OTF2 callback argument (int, ctypes value or enum) as int."""
+    return int(getattr(value, "value", value))
+
+
+@dataclass
+class RankEvents:
+    """What one rank's events reduce to. Times are integer ticks; instance ids are local to the rank.
+
+    ``region_*`` are per region reference: exclusive ticks, visits, bytes and messages sent and
+    received in that region. ``inst_*`` describe the MPI region instances that held a message or
+    collective event. ``send_*``/``recv_*``/``coll_*`` are the records (peer = world rank).
+    """
+
+    rank: int
+    region_ticks: dict[int, int] = field(default_factory=dict)
+    region_visits: dict[int, int] = field(default_factory=dict)
+    region_bytes_sent: dict[int, int] = field(default_factory=dict)
+    region_msgs_sent: dict[int, int] = field(default_factory=dict)
+    region_bytes_recv: dict[int, int] = field(default_factory=dict)
+    region_msgs_recv: dict[int, int] = field(default_factory=dict)
+    first: int = -1
+    last: int = -1
+    events: int = 0
+    inst_region: list[int] = field(default_factory=list)
+    inst_enter: list[int] = field(default_factory=list)
+    inst_leave: list[int] = field(default_factory=list)
+    sends: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    recvs: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
+    colls: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    unbalanced: int = 0
+    unmapped: int = 0
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The records as int64 arrays: ``inst`` (n, 3) region/enter/leave, ``send`` (n, 6)
+        peer/comm/tag/bytes/instance/nonblocking, ``recv`` (n, 7) peer/comm/tag/bytes/instance/post/seq,
+        ``coll`` (n, 6) comm/op/root/sent/received/instance.
+        """
+        def table(rows: list[Any], ncols: int) -> np.ndarray:
+            return np.asarray(rows, dtype=np.int64).reshape(-1, ncols)
+
+        return {"inst": table(list(zip(self.inst_region, self.inst_enter, self.inst_leave)), 3),
+                "send": table(self.sends, 6), "recv": table(self.recvs, 7), "coll": table(self.colls, 6)}
+
+
+class RankStream:
+    """OTF2 event-reader callbacks that reduce one location's events into a ``RankEvents``.
+
+    One object serves every rank in turn (``start``). Each callback is its own bound method,
+    kept alive as an attribute for as long as the reader may call it.
+    """
+
+    def __init__(self, defs: Definitions) -> None:
+        self.defs = defs
+        self.out = RankEvents(-1)
+        self._stack: list[list[int]] = []
+        self._requests: dict[int, tuple[int, int]] = {}
+        self._post_seq = 0
+        self.callbacks = {
+            "Enter": self.enter, "Leave": self.leave, "MpiSend": self.mpi_send, "MpiIsend": self.mpi_isend,
+            "MpiIrecvRequest": self.mpi_irecv_request, "MpiRecv": self.mpi_recv, "MpiIrecv": self.mpi_irecv,
+            "MpiRequestCancelled": self.mpi_request_cancelled, "MpiCollectiveEnd": self.mpi_collective_end,
+        }
+
+    def start(self, rank: int) -> None:
+        """Begin the events of world rank ``rank``."""
+        self.out = RankEvents(rank)
+        self._stack = []
+        self._requests = {}
+        self._post_seq = 0
+
+    def finish(self) -> RankEvents:
+        """The reductions of the rank just read (regions still open are closed at its last event)."""
+        out = self.out
+        while self._stack:
+            self._close(out.last)
+            out.unbalanced += 1
+        return out
+
+    # --- regions ---------------------------------------------------------------------------
+
+    def _advance(self, time: int) -> None:
+        out = self.out
+        if self._stack:
+            region = self._stack[-1][0]
+            out.region_ticks[region] = out.region_ticks.get(region, 0) + time - out.last
+        elif out.first < 0:
+            out.first = time
+        out.last = time
+        out.events += 1
+
+    def enter(self, location: int, time: int, position: int, user: Any, attributes: Any, region: int) -> None:
+        """Enter event: push the region."""
+        self._advance(time)
+        region = _int(region)
+        visits = self.out.region_visits
+        visits[region] = visits.get(region, 0) + 1
+        self._stack.append([region, time, -1])
+
+    def leave(self, location: int, time: int, position: int, user: Any, attributes: Any, region: int) -> None:
+        """Leave event: pop the region (a Leave without its Enter is counted, not trusted)."""
+        self._advance(time)
+        if not self._stack or self._stack[-1][0] != _int(region):
+            self.out.unbalanced += 1
+            if not self._stack:
+                return
+        self._close(time)
+
+    def _close(self, time: int) -> None:
+        frame = self._stack.pop()
+        if frame[2] >= 0:
+            self.out.inst_leave[frame[2]] = time
+
+    def _instance(self) -> tuple[int, int, int]:
+        """(instance id, region, enter tick) of the innermost open region, which becomes an instance."""
+        if not self._stack:
+            self._stack.append([-1, self.out.last, -1])  # an event outside any region: its own instance
+            self.out.unbalanced += 1
+        frame = self._stack[-1]
+        if frame[2] < 0:
+            out = self.out
+            frame[2] = len(out.inst_enter)
+            out.inst_region.append(frame[0])
+            out.inst_enter.append(frame[1])
+            out.inst_leave.append(frame[1])
+        return frame[2], frame[0], frame[1]
+
+    # --- point to point ----------------------------------------------------------------------
+
+    def _peer(self, comm: int, local: int) -> int:
+        """World rank of communicator-local rank ``local`` of ``comm`` (-1 when not defined)."""
+        members = self.defs.comm_ranks.get(comm)
+        if members is None or (members.size and not 0 <= local < members.size):
+            self.out.unmapped += 1
+            return -1
+        return int(members[local]) if members.size else self.out.rank
+
+    def _sent(self, time: int, receiver: Any, comm: Any, tag: Any, length: Any, nonblocking: int) -> None:
+        self._advance(time)
+        inst, region, _ = self._instance()
+        comm, length = _int(comm), _int(length)
+        self.out.sends.append((self._peer(comm, _int(receiver)), comm, _int(tag), length, inst, nonblocking))
+        out = self.out
+        out.region_bytes_sent[region] = out.region_bytes_sent.get(region, 0) + length
+        out.region_msgs_sent[region] = out.region_msgs_sent.get(region, 0) + 1
+
+    def mpi_send(self, location: int, time: int, position: int, user: Any, attributes: Any,
+                 receiver: Any, comm: Any, tag: Any, length: Any) -> None:
+        """MpiSend event: a blocking send's message record."""
+        self._sent(time, receiver, comm, tag, length, 0)
+
+    def mpi_isend(self, location: int, time: int, position: int, user: Any, attributes: Any,
+                  receiver: Any, comm: Any, tag: Any, length: Any, request: Any) -> None:
+        """MpiIsend event: a non-blocking send's message record."""
+        self._sent(time, receiver, comm, tag, length, 1)
+
+    def mpi_irecv_request(self, location: int, time: int, position: int, user: Any, attributes: Any,
+                          request: Any) -> None:
+        """MpiIrecvRequest event: remember when the receive was posted, and in which order."""
+        self._advance(time)
+        _, _, enter = self._instance()
+        self._requests[_int(request)] = (enter, self._post_seq)
+        self._post_seq += 1
+
+    def mpi_request_cancelled(self, location: int, time: int, position: int, user: Any, attributes: Any,
+                              request: Any) -> None:
+        """MpiRequestCancelled event: forget the request."""
+        self._advance(time)
+        self._requests.pop(_int(request), None)
+
+    def _received(self, time: int, sender: Any, comm: Any, tag: Any, length: Any, request: int | None) -> None:
+        self._advance(time)
+        inst, region, enter = self._instance()
+        if request is None or request not in self._requests:
+            post, seq = enter, self._post_seq
+            self._post_seq += 1
+        else:
+            post, seq = self._requests.pop(request)
+        comm, length = _int(comm), _int(length)
+        self.out.recvs.append((self._peer(comm, _int(sender)), comm, _int(tag), length, inst, post, seq))
+        out = self.out
+        out.region_bytes_recv[region] = out.region_bytes_recv.get(region, 0) + length
+        out.region_msgs_recv[region] = out.region_msgs_recv.get(region, 0) + 1
+
+    def mpi_recv(self, location: int, time: int, position: int, user: Any, attributes: Any,
+                 sender: Any, comm: Any, tag: Any, length: Any) -> None:
+        """MpiRecv event: a blocking receive's message record."""
+        self._received(time, sender, comm, tag, length, None)
+
+    def mpi_irecv(self, location: int, time: int, position: int, user: Any, attributes: Any,
+                  sender: Any, comm: Any, tag: Any, length: Any, request: Any) -> None:
+        """MpiIrecv event: a non-blocking receive completed."""
+        self._received(time, sender, comm, tag, length, _int(request))
+
+    # --- collectives -------------------------------------------------------------------------
+
+    def mpi_collective_end(self, location: int, time: int, position: int, user: Any, attributes: Any,
+                           op: Any, comm: Any, root: Any, sent: Any, received: Any) -> None:
+        """MpiCollectiveEnd event: the collective's record (root as world rank, -1 when none)."""
+        self._advance(time)
+        inst, region, _ = self._instance()
+        comm, root, sent, received = _int(comm), _int(root), _int(sent), _int(received)
+        members = self.defs.comm_ranks.get(comm)
+        if members is not None and members.size and 0 <= root < members.size:
+            root_world = int(members[root])
+        elif members is not None and not members.size and root == 0:
+            root_world = self.out.rank
+        else:
+            root_world = -1
+        self.out.colls.append((comm, _int(op), root_world, sent, received, inst))
+        out = self.out
+        out.region_bytes_sent[region] = out.region_bytes_sent.get(region, 0) + sent
+        out.region_bytes_recv[region] = out.region_bytes_recv.get(region, 0) + received
+
+
+def stream_ranks(trace: Any, defs: Definitions) -> Iterator[RankEvents]:
+    """Read the events of every MPI rank of the opened ``trace``, one rank after the other.
+
+    Local definitions (mapping tables, clock offsets) of a rank are read before its events; a
+    missing or truncated events file raises ``PerfkitFormatError`` naming it.
+    """
+    import _otf2
+
+    handle = trace.handle
+    locations = sorted(defs.world, key=defs.world.__getitem__)
+    for ref in locations:
+        _otf2.Reader_SelectLocation(handle, ref)
+    stream = RankStream(defs)
+    callbacks = _otf2.EvtReaderCallbacks_New()
+    try:
+        for name, function in stream.callbacks.items():
+            getattr(_otf2, f"EvtReaderCallbacks_Set{name}Callback")(callbacks, function)
+        try:
+            _otf2.Reader_OpenDefFiles(handle)
+            local_defs = True
+        except _otf2.Error:
+            local_defs = False
+        try:
+            _otf2.Reader_OpenEvtFiles(handle)
+        except _otf2.Error as exc:
+            raise PerfkitFormatError(defs.path, None, f"cannot open the events files ({exc}); expected {EXPECTED}") \
+                from exc
+        for ref in locations:
+            stream.start(defs.world[ref])
+            _read_location(defs, handle, ref, callbacks, local_defs)
+            yield stream.finish()
+        if local_defs:
+            _otf2.Reader_CloseDefFiles(handle)
+    finally:
+        _otf2.EvtReaderCallbacks_Delete(callbacks)
+
+
+def _read_location(defs: Definitions, handle: Any, ref: int, callbacks: Any, local_defs: bool) -> None:
+    """Feed the events of location ``ref`` to ``callbacks`` (its local definitions first)."""
+    import _otf2
+
+    member = _events_member(defs.path, ref)
+    try:
+        if local_defs:
+            def_reader = _otf2.Reader_GetDefReader(handle, ref)
+            if def_reader:
+                _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
+                _otf2.Reader_CloseDefReader(handle, def_reader)
+        evt_reader = _otf2.Reader_GetEvtReader(handle, ref)
+        _otf2.EvtReader_SetCallbacks(evt_reader, callbacks, None)
+        while _otf2.EvtReader_ReadEvents(evt_reader, BATCH) == BATCH:
+            pass
+        _otf2.Reader_CloseEvtReader(handle, evt_reader)
+    except _otf2.Error as exc:
+        raise PerfkitFormatError(defs.path, None, f"cannot read the events of rank {defs.world[ref]} ({exc}); "
+                                 f"expected a complete {member}", member=member) from exc
+
+
+def _events_member(anchor: Path, ref: int) -> str:
+    """The events file of location ``ref`` beside the anchor file, as Score-P names it."""
+    return f"{anchor.stem}/{ref}.evt"

@@ -1,0 +1,269 @@
+"""OTF2 traces (Score-P, the perfkit collector) -> the canonical Dataset.
+
+Per rank and MPI function: exclusive time [s], calls, bytes and messages sent and received; the
+non-MPI remainder is ``Compute``. Wait states (``perfkit.io.otf2.waits``) become their own
+function rows, taken out of their call's time: ``w_MPI_Xxx`` late sender (kind
+``wait_late_sender``), ``r_MPI_Xxx`` late receiver (``wait_late_receiver``) and ``b_MPI_Xxx``
+collective waits (``wait_collective``); the rest of the call stays ``transfer``. ``traffic`` is
+exact from the message records, in world ranks; ``sizes`` histograms messages by size (power-of-two
+bins, labelled by their upper edge [B]); ``wait_states`` (run, rank, state) keeps Scalasca's finer
+states [s], with the wrong-order part of late sender.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from perfkit.errors import PerfkitFormatError
+from perfkit.io.otf2.definitions import EXPECTED, Definitions, read_definitions
+from perfkit.io.otf2.events import RankEvents, stream_ranks
+from perfkit.io.otf2.waits import STATES, Records, Waits, compute_waits
+from perfkit.model import COMPUTE, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
+
+READER = "perfkit.io.otf2"
+#: Wait rows: (prefix, kind) per wait of ``Waits``.
+WAIT_ROWS = {"late_sender": ("w_", "wait_late_sender"), "late_receiver": ("r_", "wait_late_receiver"),
+             "collective": ("b_", "wait_collective")}
+ANCHOR_MAGIC = b"OTF2"
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True for an OTF2 anchor file, or a folder holding exactly one."""
+    if path.is_dir():
+        return len(list(path.glob("*.otf2"))) == 1
+    return len(head) >= 6 and head[1:2] in (b"B", b"L") and head[2:6] == ANCHOR_MAGIC
+
+
+def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
+    """Read one OTF2 trace (its anchor file, or the experiment folder) into a one-run Dataset."""
+    anchor = _anchor(Path(path))
+    import otf2
+
+    try:
+        trace_cm = otf2.reader.open(str(anchor))
+        trace = trace_cm.__enter__()
+    except Exception as exc:  # the library raises its own error types, or TraceReaderError
+        raise PerfkitFormatError(anchor, None, f"cannot read the trace definitions ({type(exc).__name__}: {exc}); "
+                                 f"expected {EXPECTED}") from exc
+    try:
+        defs = read_definitions(anchor, trace)
+        ranks = list(stream_ranks(trace, defs))
+    finally:
+        trace_cm.__exit__(None, None, None)
+    return build(defs, ranks, run_metadata)
+
+
+def _anchor(path: Path) -> Path:
+    """The anchor file: ``path`` itself, or the one ``*.otf2`` in the folder ``path``."""
+    if not path.exists():
+        raise FileNotFoundError(path)
+    if path.is_dir():
+        found = sorted(path.glob("*.otf2"))
+        if len(found) != 1:
+            raise PerfkitFormatError(path, None, f"the folder holds {len(found)} .otf2 anchor files; expected one")
+        path = found[0]
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+    if not sniff(path, head):
+        raise PerfkitFormatError(path, None, f"no OTF2 anchor header; expected {EXPECTED}")
+    definitions = path.with_suffix(".def")
+    if not definitions.is_file():
+        raise PerfkitFormatError(path, None, f"the global definitions file {definitions.name} is missing; "
+                                 f"expected {EXPECTED}")
+    events = path.with_suffix("")
+    if not events.is_dir():
+        raise PerfkitFormatError(path, None, f"the events folder {events.name}/ is missing; expected {EXPECTED}")
+    return path
+
+
+def records(ranks: list[RankEvents]) -> Records:
+    """The records of every rank concatenated, with instance ids made global."""
+    tables = [r.arrays() for r in ranks]
+    offsets = np.cumsum([0] + [t["inst"].shape[0] for t in tables])
+    inst = np.concatenate([t["inst"] for t in tables])
+    inst_rank = np.concatenate([np.full(t["inst"].shape[0], r.rank) for r, t in zip(ranks, tables)])
+
+    def stacked(name: str, inst_col: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.concatenate([t[name] for t in tables])
+        owner = np.concatenate([np.full(t[name].shape[0], r.rank) for r, t in zip(ranks, tables)])
+        shift = np.concatenate([np.full(t[name].shape[0], off) for t, off in zip(tables, offsets)])
+        rows[:, inst_col] += shift.astype(np.int64)
+        return rows, owner.astype(np.int64)
+
+    send, send_rank = stacked("send", 4)
+    recv, recv_rank = stacked("recv", 4)
+    coll, coll_rank = stacked("coll", 5)
+    return Records(
+        inst_rank=inst_rank.astype(np.int64), inst_region=inst[:, 0], inst_enter=inst[:, 1], inst_leave=inst[:, 2],
+        send_rank=send_rank, send_peer=send[:, 0], send_comm=send[:, 1], send_tag=send[:, 2], send_bytes=send[:, 3],
+        send_inst=send[:, 4], send_nonblocking=send[:, 5],
+        recv_rank=recv_rank, recv_peer=recv[:, 0], recv_comm=recv[:, 1], recv_tag=recv[:, 2], recv_bytes=recv[:, 3],
+        recv_inst=recv[:, 4], recv_post=recv[:, 5], recv_seq=recv[:, 6],
+        coll_rank=coll_rank, coll_comm=coll[:, 0], coll_op=coll[:, 1], coll_root=coll[:, 2], coll_inst=coll[:, 5],
+    )
+
+
+def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, Any]) -> xr.Dataset:
+    """The canonical Dataset from the per-rank reductions and records of a trace."""
+    warnings = list(defs.warnings)
+    rec = records(ranks)
+    waits = compute_waits(rec, defs.regions, defs.comm_ranks, defs.nranks)
+    warnings += waits.warnings
+    for r in ranks:
+        if r.unbalanced:
+            warnings.append(f"rank {r.rank}: {r.unbalanced} Enter/Leave events do not pair up")
+        if r.unmapped:
+            warnings.append(f"rank {r.rank}: {r.unmapped} messages name a communicator rank the trace does not define")
+    rows = _rows(defs, ranks, rec, waits)
+    profile = _profile(defs, ranks, rec, waits, rows)
+    functions = [f for f, _, _ in rows]
+    sizes, bins = _sizes(defs, rec, waits, rows)
+    ds = make_run(profile, ranks=range(defs.nranks), functions=functions, calls=[c for _, c, _ in rows],
+                  kinds=[k for _, _, k in rows], metrics=METRICS, run=_run(defs, ranks, run_metadata),
+                  traffic=_traffic(defs, rec, waits), sizes=sizes, size_bins=bins, warnings=warnings, reader=READER)
+    seconds = waits.states / defs.resolution
+    ds["wait_states"] = (("run", "rank", "state"), seconds[np.newaxis], {"units": "s"})
+    ds = ds.assign_coords(state=list(STATES))
+    ds.attrs["otf2_timer_resolution"] = defs.resolution
+    return ds
+
+
+def _function_of(name: str) -> str:
+    """The function label of a region: its name for an ``MPI_`` region, else ``Compute``."""
+    return name if name.startswith("MPI_") and name[4:].isidentifier() else COMPUTE
+
+
+def _rows(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Waits) -> list[tuple[str, str, str]]:
+    """(function, call, kind) of every row: Compute, each MPI call seen, and the wait rows of calls
+    that can have them (receives, blocking sends, collectives), whether or not they waited.
+    """
+    seen: set[str] = set()
+    for r in ranks:
+        seen.update(_function_of(defs.regions.get(ref, "")) for ref in r.region_ticks)
+        seen.update(_function_of(defs.regions.get(ref, "")) for ref in r.region_visits)
+    calls = sorted(seen - {COMPUTE})
+    rows = [(COMPUTE, COMPUTE, "compute")] + [(c, c, default_kind(c)) for c in calls]
+    from perfkit.io.otf2.waits import BLOCKING_SENDS
+
+    can_wait = {
+        "late_sender": _region_calls(defs, rec.inst_region[rec.recv_inst]),
+        "late_receiver": _region_calls(defs, rec.inst_region[rec.send_inst]) & BLOCKING_SENDS,
+        "collective": _region_calls(defs, rec.inst_region[rec.coll_inst]),
+    }
+    for state, (prefix, kind) in WAIT_ROWS.items():
+        rows += [(prefix + c, c, kind) for c in sorted(can_wait[state]) if c in calls]
+    return rows
+
+
+def _region_calls(defs: Definitions, regions: np.ndarray) -> set[str]:
+    names = {_function_of(defs.regions.get(int(ref), "")) for ref in np.unique(regions)}
+    return names - {COMPUTE}
+
+
+def _profile(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Waits,
+             rows: list[tuple[str, str, str]]) -> np.ndarray:
+    """(rank, function, metric) values: time [s], calls, bytes and messages sent and received."""
+    index = {f: i for i, (f, _, _) in enumerate(rows)}
+    out = np.zeros((defs.nranks, len(rows), len(METRICS)))
+    col = {m: j for j, m in enumerate(METRICS)}
+    sums = (("time", "region_ticks"), ("calls", "region_visits"), ("bytes_sent", "region_bytes_sent"),
+            ("calls_sent", "region_msgs_sent"), ("bytes_recv", "region_bytes_recv"),
+            ("calls_recv", "region_msgs_recv"))
+    for r in ranks:
+        for metric, attr in sums:
+            for ref, value in getattr(r, attr).items():
+                out[r.rank, index[_function_of(defs.regions.get(ref, ""))], col[metric]] += value
+    out[:, index[COMPUTE], col["calls"]] = np.nan
+    fn_of_region = {ref: index.get(_function_of(name), index[COMPUTE]) for ref, name in defs.regions.items()}
+    inst_fn = np.array([fn_of_region.get(int(ref), index[COMPUTE]) for ref in rec.inst_region], dtype=np.int64)
+    for state, (prefix, _) in WAIT_ROWS.items():
+        ticks = getattr(waits, state)
+        wait_fn = np.array([index.get(prefix + rows[f][1], -1) for f in range(len(rows))])[inst_fn]
+        hit = (ticks > 0) & (wait_fn >= 0)
+        np.add.at(out[..., col["time"]], (rec.inst_rank[hit], wait_fn[hit]), ticks[hit])
+        np.add.at(out[..., col["time"]], (rec.inst_rank[hit], inst_fn[hit]), -ticks[hit])
+        np.add.at(out[..., col["calls"]], (rec.inst_rank[hit], wait_fn[hit]), 1)
+        waiting_rows = [index[f] for f, _, _ in rows if f.startswith(prefix)]
+        out[:, waiting_rows, col["bytes_sent"]:] = np.nan
+    out[..., col["time"]] /= defs.resolution
+    return out
+
+
+def _message_time(rec: Records, waits: Waits) -> np.ndarray:
+    """Per matched message: its share [ticks] of the receive instance that completed it."""
+    r_inst = rec.recv_inst[waits.recv_index]
+    shares = np.bincount(r_inst, minlength=rec.inst_rank.size)
+    duration = rec.inst_leave[r_inst] - rec.inst_enter[r_inst]
+    return duration / shares[r_inst]
+
+
+def _traffic(defs: Definitions, rec: Records, waits: Waits) -> Any:
+    """(sender, receiver, quantity) bytes and messages of every send, time [s] of every matched receive."""
+    n = defs.nranks
+    ok = (rec.send_peer >= 0) & (rec.send_peer < n)
+    sender, receiver = rec.send_rank[ok], rec.send_peer[ok]
+    time = _message_time(rec, waits) / defs.resolution
+    values = {
+        "bytes": (sender, receiver, rec.send_bytes[ok].astype(np.float64)),
+        "count": (sender, receiver, np.ones(sender.size)),
+        "time": (rec.send_rank[waits.send_index], rec.recv_rank[waits.recv_index], time),
+    }
+    pairs = {(int(a), int(b)) for a, b in zip(sender.tolist(), receiver.tolist())}
+    if dense_traffic(n, len(pairs) * len(TRAFFIC_QUANTITIES)):
+        out = np.zeros((n, n, len(TRAFFIC_QUANTITIES)))
+        for q, (a, b, v) in enumerate(values[name] for name in TRAFFIC_QUANTITIES):
+            np.add.at(out[..., q], (a, b), v)
+        return out
+    import sparse
+
+    coords = np.hstack([np.vstack([a, b, np.full(a.size, q)])
+                        for q, (a, b, _) in enumerate(values[name] for name in TRAFFIC_QUANTITIES)])
+    data = np.concatenate([values[name][2] for name in TRAFFIC_QUANTITIES])
+    return sparse.COO(coords, data, shape=(n, n, len(TRAFFIC_QUANTITIES)), fill_value=0.0)  # sums duplicates
+
+
+def _size_bin(nbytes: np.ndarray) -> np.ndarray:
+    """Upper edge [B] of the power-of-two bin of each message size (0 for empty messages)."""
+    sizes = np.asarray(nbytes, dtype=np.float64)
+    return np.where(sizes > 0, 2.0 ** np.ceil(np.log2(np.maximum(sizes, 1))), 0.0)
+
+
+def _sizes(defs: Definitions, rec: Records, waits: Waits,
+           rows: list[tuple[str, str, str]]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(rank, function, size_bin, stat) message counts and time [s], sends and receives by the call they were in."""
+    if not rec.send_rank.size and not rec.recv_rank.size:
+        return None, None
+    index = {f: i for i, (f, _, _) in enumerate(rows)}
+    fn_of_region = {ref: index.get(_function_of(name), 0) for ref, name in defs.regions.items()}
+    send_time = np.zeros(rec.send_rank.size)
+    s_inst = rec.send_inst
+    per_send = np.bincount(s_inst, minlength=rec.inst_rank.size)
+    send_time = (rec.inst_leave[s_inst] - rec.inst_enter[s_inst]) / per_send[s_inst]
+    recv_time = np.zeros(rec.recv_rank.size)
+    recv_time[waits.recv_index] = _message_time(rec, waits)
+    rank = np.concatenate([rec.send_rank, rec.recv_rank])
+    inst = np.concatenate([rec.send_inst, rec.recv_inst])
+    fn = np.array([fn_of_region.get(int(ref), 0) for ref in rec.inst_region], dtype=np.int64)[inst]
+    labels = _size_bin(np.concatenate([rec.send_bytes, rec.recv_bytes]))
+    bins = np.unique(labels)
+    b = np.searchsorted(bins, labels)
+    out = np.zeros((defs.nranks, len(rows), bins.size, 2))
+    np.add.at(out[..., 0], (rank, fn, b), 1.0)
+    np.add.at(out[..., 1], (rank, fn, b), np.concatenate([send_time, recv_time]) / defs.resolution)
+    return out, bins
+
+
+def _run(defs: Definitions, ranks: list[RankEvents], meta: dict[str, Any]) -> dict[str, Any]:
+    """Run coordinates: what the trace states (ranks, nodes, elapsed), then ``meta``."""
+    hosts = {h for h in defs.hosts.values() if h}
+    firsts = [r.first for r in ranks if r.first >= 0]
+    elapsed = (max(r.last for r in ranks) - min(firsts)) / defs.resolution if firsts else None
+    nodes = len(hosts) or None
+    ppn = defs.nranks / nodes if nodes and defs.nranks % nodes == 0 else None
+    stated = {"nprocs": defs.nranks, "nodes": nodes, "ppn": ppn, "elapsed": elapsed, "format": "otf2"}
+    return {**{k: v for k, v in stated.items() if v is not None}, **meta}
