@@ -84,7 +84,7 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
     _check_file(path)
     anchor, raw = _read_anchor(path)
     system = _system_tree(path, anchor, raw)
-    with _wrapped(path, "reading the profile with pycubexr"), CubexParser(path) as parser:
+    with _wrapped(path, "reading the profile with pycubexr"), _Parser(path) as parser:
         flat = _flatten_profile(path, parser, system)
     warnings = system.warnings + flat.warnings
     run = _run_metadata(path, system, flat, run_metadata, warnings)
@@ -92,6 +92,36 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
         flat.by_rank(system), ranks=system.ranks, functions=flat.functions, metrics=METRICS, run=run,
         warnings=warnings, reader=READER,
     )
+
+
+class _Parser(CubexParser):
+    """pycubexr's parser, also for call trees with several roots (Score-P writes one root per
+    region entered outside ``main``, e.g. static initialisers); pycubexr asserts a single root.
+    """
+
+    def __enter__(self) -> _Parser:
+        from pycubexr.parsers import tar_parser
+
+        original = tar_parser.parse_anchor_xml
+        tar_parser.parse_anchor_xml = _parse_anchor
+        try:
+            return super().__enter__()
+        finally:
+            tar_parser.parse_anchor_xml = original
+
+
+def _parse_anchor(tree: Any) -> Any:
+    """pycubexr's anchor parse result, without its single-root assertions."""
+    from pycubexr.parsers import anchor_xml_parser, xml_parser_helper
+
+    result = anchor_xml_parser.AnchorXMLParseResult(
+        attrs=xml_parser_helper.parse_attrs(tree), metrics=xml_parser_helper.parse_metrics(tree),
+        regions=xml_parser_helper.parse_regions(tree), cnodes=xml_parser_helper.parse_cnodes(tree),
+        system_tree_nodes=xml_parser_helper.parse_system_tree_nodes(tree))
+    anchor_xml_parser._metric_tree_enumerations(result)
+    for cnode in result.all_cnodes.values():
+        cnode.region = result.regions_by_id[cnode.callee_region_id]
+    return result
 
 
 # --- the archive -------------------------------------------------------------------------------
