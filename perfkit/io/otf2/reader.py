@@ -48,8 +48,8 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
         trace_cm = otf2.reader.open(str(anchor))
         trace = trace_cm.__enter__()
     except Exception as exc:  # the library raises its own error types, or TraceReaderError
-        raise PerfkitFormatError(anchor, None, f"cannot read the trace definitions ({type(exc).__name__}: {exc}); "
-                                 f"expected {EXPECTED}") from exc
+        raise PerfkitFormatError(anchor, None, f"cannot read the anchor or the global definitions "
+                                 f"{anchor.stem}.def ({type(exc).__name__}: {exc}); expected {EXPECTED}") from exc
     try:
         defs = read_definitions(anchor, trace)
         ranks = list(stream_ranks(trace, defs))
