@@ -9,6 +9,7 @@ every rank is read (``perfkit.io.otf2.waits``).
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ BATCH = 65536
 
 
 def _int(value: Any) -> int:
-    """An OTF2 callback argument (int, ctypes value or enum) as int."""
+    """An OTF2 enum callback argument (a ctypes value) as int."""
     return int(getattr(value, "value", value))
 
 
@@ -81,6 +82,7 @@ class RankStream:
         self._stack: list[list[int]] = []
         self._requests: dict[int, tuple[int, int]] = {}
         self._post_seq = 0
+        self.error: Exception | None = None
         self.callbacks = {
             "Enter": self.enter, "Leave": self.leave, "MpiSend": self.mpi_send, "MpiIsend": self.mpi_isend,
             "MpiIrecvRequest": self.mpi_irecv_request, "MpiRecv": self.mpi_recv, "MpiIrecv": self.mpi_irecv,
@@ -108,7 +110,8 @@ class RankStream:
         out = self.out
         if self._stack:
             region = self._stack[-1][0]
-            out.region_ticks[region] = out.region_ticks.get(region, 0) + time - out.last
+            ticks = out.region_ticks
+            ticks[region] = ticks.get(region, 0) + time - out.last
         elif out.first < 0:
             out.first = time
         out.last = time
@@ -117,7 +120,6 @@ class RankStream:
     def enter(self, location: int, time: int, position: int, user: Any, attributes: Any, region: int) -> None:
         """Enter event: push the region."""
         self._advance(time)
-        region = _int(region)
         visits = self.out.region_visits
         visits[region] = visits.get(region, 0) + 1
         self._stack.append([region, time, -1])
@@ -125,7 +127,7 @@ class RankStream:
     def leave(self, location: int, time: int, position: int, user: Any, attributes: Any, region: int) -> None:
         """Leave event: pop the region (a Leave without its Enter is counted, not trusted)."""
         self._advance(time)
-        if not self._stack or self._stack[-1][0] != _int(region):
+        if not self._stack or self._stack[-1][0] != region:
             self.out.unbalanced += 1
             if not self._stack:
                 return
@@ -163,8 +165,7 @@ class RankStream:
     def _sent(self, time: int, receiver: Any, comm: Any, tag: Any, length: Any, nonblocking: int) -> None:
         self._advance(time)
         inst, region, _ = self._instance()
-        comm, length = _int(comm), _int(length)
-        self.out.sends.append((self._peer(comm, _int(receiver)), comm, _int(tag), length, inst, nonblocking))
+        self.out.sends.append((self._peer(comm, receiver), comm, tag, length, inst, nonblocking))
         out = self.out
         out.region_bytes_sent[region] = out.region_bytes_sent.get(region, 0) + length
         out.region_msgs_sent[region] = out.region_msgs_sent.get(region, 0) + 1
@@ -184,14 +185,14 @@ class RankStream:
         """MpiIrecvRequest event: remember when the receive was posted, and in which order."""
         self._advance(time)
         _, _, enter = self._instance()
-        self._requests[_int(request)] = (enter, self._post_seq)
+        self._requests[request] = (enter, self._post_seq)
         self._post_seq += 1
 
     def mpi_request_cancelled(self, location: int, time: int, position: int, user: Any, attributes: Any,
                               request: Any) -> None:
         """MpiRequestCancelled event: forget the request."""
         self._advance(time)
-        self._requests.pop(_int(request), None)
+        self._requests.pop(request, None)
 
     def _received(self, time: int, sender: Any, comm: Any, tag: Any, length: Any, request: int | None) -> None:
         self._advance(time)
@@ -201,8 +202,7 @@ class RankStream:
             self._post_seq += 1
         else:
             post, seq = self._requests.pop(request)
-        comm, length = _int(comm), _int(length)
-        self.out.recvs.append((self._peer(comm, _int(sender)), comm, _int(tag), length, inst, post, seq))
+        self.out.recvs.append((self._peer(comm, sender), comm, tag, length, inst, post, seq))
         out = self.out
         out.region_bytes_recv[region] = out.region_bytes_recv.get(region, 0) + length
         out.region_msgs_recv[region] = out.region_msgs_recv.get(region, 0) + 1
@@ -215,7 +215,7 @@ class RankStream:
     def mpi_irecv(self, location: int, time: int, position: int, user: Any, attributes: Any,
                   sender: Any, comm: Any, tag: Any, length: Any, request: Any) -> None:
         """MpiIrecv event: a non-blocking receive completed."""
-        self._received(time, sender, comm, tag, length, _int(request))
+        self._received(time, sender, comm, tag, length, request)
 
     # --- collectives -------------------------------------------------------------------------
 
@@ -224,7 +224,6 @@ class RankStream:
         """MpiCollectiveEnd event: the collective's record (root as world rank, -1 when none)."""
         self._advance(time)
         inst, region, _ = self._instance()
-        comm, root, sent, received = _int(comm), _int(root), _int(sent), _int(received)
         members = self.defs.comm_ranks.get(comm)
         if members is not None and members.size and 0 <= root < members.size:
             root_world = int(members[root])
@@ -253,8 +252,8 @@ def stream_ranks(trace: Any, defs: Definitions) -> Iterator[RankEvents]:
     stream = RankStream(defs)
     callbacks = _otf2.EvtReaderCallbacks_New()
     try:
-        for name, function in stream.callbacks.items():
-            getattr(_otf2, f"EvtReaderCallbacks_Set{name}Callback")(callbacks, function)
+        pointers = [_register(callbacks, name, _guarded(stream, function))
+                    for name, function in stream.callbacks.items()]
         try:
             _otf2.Reader_OpenDefFiles(handle)
             local_defs = True
@@ -267,15 +266,55 @@ def stream_ranks(trace: Any, defs: Definitions) -> Iterator[RankEvents]:
                 from exc
         for ref in locations:
             stream.start(defs.world[ref])
-            _read_location(defs, handle, ref, callbacks, local_defs)
+            _read_location(defs, handle, ref, callbacks, local_defs, stream)
             yield stream.finish()
         if local_defs:
             _otf2.Reader_CloseDefFiles(handle)
+        del pointers
     finally:
         _otf2.EvtReaderCallbacks_Delete(callbacks)
 
 
-def _read_location(defs: Definitions, handle: Any, ref: int, callbacks: Any, local_defs: bool) -> None:
+def _guarded(stream: RankStream, function: Any) -> Any:
+    """``function`` returning OTF2's success code, or its interrupt code after keeping the exception in
+    ``stream.error`` (an exception must not cross the C library).
+    """
+    def callback(*args: Any) -> int:
+        try:
+            function(*args)
+        except Exception as exc:
+            stream.error = exc
+            return 1
+        return 0
+
+    return callback
+
+
+def _register(callbacks: Any, name: str, function: Any) -> Any:
+    """Set ``function`` as the raw C callback for OTF2 event ``name``; returns the function pointer,
+    which must stay referenced while events are read.
+
+    The bindings' own registration wraps every call in Python code costing more than the event's
+    handling; the raw pointer receives plain integers (the collective operation as a ctypes enum).
+    """
+    import importlib
+
+    from _otf2.Config import conf
+
+    module = importlib.import_module("_otf2.EvtReaderCallbacks")
+
+    pointer_type = getattr(module, f"_EvtReaderCallback_FP_{name}")
+    setter = getattr(conf.lib, f"OTF2_EvtReaderCallbacks_Set{name}Callback")
+    setter.argtypes = [ctypes.POINTER(module.EvtReaderCallbacks), pointer_type]
+    setter.restype = ctypes.c_int
+    pointer = pointer_type(function)
+    if setter(callbacks, pointer) != 0:
+        raise RuntimeError(f"the OTF2 library refused a callback for {name} events")
+    return pointer
+
+
+def _read_location(defs: Definitions, handle: Any, ref: int, callbacks: Any, local_defs: bool,
+                   stream: RankStream) -> None:
     """Feed the events of location ``ref`` to ``callbacks`` (its local definitions first)."""
     import _otf2
 
@@ -288,10 +327,14 @@ def _read_location(defs: Definitions, handle: Any, ref: int, callbacks: Any, loc
                 _otf2.Reader_CloseDefReader(handle, def_reader)
         evt_reader = _otf2.Reader_GetEvtReader(handle, ref)
         _otf2.EvtReader_SetCallbacks(evt_reader, callbacks, None)
-        while _otf2.EvtReader_ReadEvents(evt_reader, BATCH) == BATCH:
+        while _otf2.EvtReader_ReadEvents(evt_reader, BATCH) == BATCH and stream.error is None:
             pass
+        if stream.error is not None:
+            raise stream.error
         _otf2.Reader_CloseEvtReader(handle, evt_reader)
     except _otf2.Error as exc:
+        if stream.error is not None:
+            raise stream.error from exc
         raise PerfkitFormatError(defs.path, None, f"cannot read the events of rank {defs.world[ref]} ({exc}); "
                                  f"expected a complete {member}", member=member) from exc
 

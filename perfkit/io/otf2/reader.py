@@ -179,8 +179,7 @@ def _profile(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Wa
             for ref, value in getattr(r, attr).items():
                 out[r.rank, index[_function_of(defs.regions.get(ref, ""))], col[metric]] += value
     out[:, index[COMPUTE], col["calls"]] = np.nan
-    fn_of_region = {ref: index.get(_function_of(name), index[COMPUTE]) for ref, name in defs.regions.items()}
-    inst_fn = np.array([fn_of_region.get(int(ref), index[COMPUTE]) for ref in rec.inst_region], dtype=np.int64)
+    inst_fn = _row_of_region(defs, index, rec.inst_region)
     for state, (prefix, _) in WAIT_ROWS.items():
         ticks = getattr(waits, state)
         wait_fn = np.array([index.get(prefix + rows[f][1], -1) for f in range(len(rows))])[inst_fn]
@@ -192,6 +191,15 @@ def _profile(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Wa
         out[:, waiting_rows, col["bytes_sent"]:] = np.nan
     out[..., col["time"]] /= defs.resolution
     return out
+
+
+def _row_of_region(defs: Definitions, index: dict[str, int], regions: np.ndarray) -> np.ndarray:
+    """The profile row of each region reference in ``regions`` (Compute for non-MPI and unknown regions)."""
+    size = max([*defs.regions, int(regions.max(initial=0))]) + 2
+    lookup = np.full(size, index[COMPUTE], dtype=np.int64)
+    for ref, name in defs.regions.items():
+        lookup[ref] = index.get(_function_of(name), index[COMPUTE])
+    return lookup[regions]  # an event outside any region (-1) reads the last entry, Compute
 
 
 def _message_time(rec: Records, waits: Waits) -> np.ndarray:
@@ -239,7 +247,6 @@ def _sizes(defs: Definitions, rec: Records, waits: Waits,
     if not rec.send_rank.size and not rec.recv_rank.size:
         return None, None
     index = {f: i for i, (f, _, _) in enumerate(rows)}
-    fn_of_region = {ref: index.get(_function_of(name), 0) for ref, name in defs.regions.items()}
     send_time = np.zeros(rec.send_rank.size)
     s_inst = rec.send_inst
     per_send = np.bincount(s_inst, minlength=rec.inst_rank.size)
@@ -248,7 +255,7 @@ def _sizes(defs: Definitions, rec: Records, waits: Waits,
     recv_time[waits.recv_index] = _message_time(rec, waits)
     rank = np.concatenate([rec.send_rank, rec.recv_rank])
     inst = np.concatenate([rec.send_inst, rec.recv_inst])
-    fn = np.array([fn_of_region.get(int(ref), 0) for ref in rec.inst_region], dtype=np.int64)[inst]
+    fn = _row_of_region(defs, index, rec.inst_region)[inst]
     labels = _size_bin(np.concatenate([rec.send_bytes, rec.recv_bytes]))
     bins = np.unique(labels)
     b = np.searchsorted(bins, labels)
