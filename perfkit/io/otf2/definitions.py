@@ -20,16 +20,13 @@ class Definitions:
     ``world`` maps a location reference to its rank in MPI_COMM_WORLD; ``comm_ranks`` maps a
     communicator reference to the world ranks of its members, in communicator-rank order (an empty
     array for MPI_COMM_SELF: its only member is the calling rank). ``regions`` maps a region
-    reference to its name. Timestamps are ticks of ``resolution`` per second from ``offset``.
+    reference to its name. Timestamps are integer ticks, ``resolution`` per second.
     """
 
     path: Path
     resolution: int
-    offset: int
-    length: int
     world: dict[int, int]
     comm_ranks: dict[int, np.ndarray]
-    comm_names: dict[int, str]
     regions: dict[int, str]
     hosts: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -59,8 +56,11 @@ def read_definitions(path: Path, trace: Any) -> Definitions:
     if not members:
         raise PerfkitFormatError(path, None, f"the trace defines no locations; expected {EXPECTED}")
     world = {loc._ref: rank for rank, loc in enumerate(members)}
+    others = [loc for loc in locations if loc._ref not in world and loc.number_of_events]
+    if others:
+        warnings.append(f"{len(others)} locations with events are not MPI ranks (threads, devices); their events "
+                        "are not read")
     comm_ranks: dict[int, np.ndarray] = {}
-    comm_names: dict[int, str] = {}
     for comm in defs.comms:
         group = comm.group
         if group is None:
@@ -69,11 +69,9 @@ def read_definitions(path: Path, trace: Any) -> Definitions:
         if group.group_type == otf2.GroupType.COMM_SELF:
             ranks = []
         comm_ranks[comm._ref] = np.asarray(ranks, dtype=np.int64)
-        comm_names[comm._ref] = comm.name or ""
     hosts = {}
     for loc in members:
         node = getattr(loc.group, "system_tree_parent", None)
         hosts[world[loc._ref]] = node.name if node is not None else ""
-    return Definitions(path=path, resolution=int(clock.timer_resolution), offset=int(clock.global_offset),
-                       length=int(clock.trace_length), world=world, comm_ranks=comm_ranks, comm_names=comm_names,
+    return Definitions(path=path, resolution=int(clock.timer_resolution), world=world, comm_ranks=comm_ranks,
                        regions={r._ref: str(r.name) for r in defs.regions}, hosts=hosts, warnings=warnings)

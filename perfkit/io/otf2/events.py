@@ -47,7 +47,6 @@ class RankEvents:
     region_msgs_recv: dict[int, int] = field(default_factory=dict)
     first: int = -1
     last: int = -1
-    events: int = 0
     inst_region: list[int] = field(default_factory=list)
     inst_enter: list[int] = field(default_factory=list)
     inst_leave: list[int] = field(default_factory=list)
@@ -115,7 +114,6 @@ class RankStream:
         elif out.first < 0:
             out.first = time
         out.last = time
-        out.events += 1
 
     def enter(self, location: int, time: int, position: int, user: Any, attributes: Any, region: int) -> None:
         """Enter event: push the region."""

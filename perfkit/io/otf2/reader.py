@@ -22,7 +22,7 @@ import xarray as xr
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.otf2.definitions import EXPECTED, Definitions, read_definitions
 from perfkit.io.otf2.events import RankEvents, stream_ranks
-from perfkit.io.otf2.waits import STATES, Records, Waits, compute_waits
+from perfkit.io.otf2.waits import BLOCKING_SENDS, STATES, Records, Waits, compute_waits
 from perfkit.model import COMPUTE, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
 
 READER = "perfkit.io.otf2"
@@ -45,8 +45,7 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
     import otf2
 
     try:
-        trace_cm = otf2.reader.open(str(anchor))
-        trace = trace_cm.__enter__()
+        trace = otf2.reader.Reader(str(anchor))
     except Exception as exc:  # the library raises its own error types, or TraceReaderError
         raise PerfkitFormatError(anchor, None, f"cannot read the anchor or the global definitions "
                                  f"{anchor.stem}.def ({type(exc).__name__}: {exc}); expected {EXPECTED}") from exc
@@ -54,7 +53,7 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
         defs = read_definitions(anchor, trace)
         ranks = list(stream_ranks(trace, defs))
     finally:
-        trace_cm.__exit__(None, None, None)
+        trace.close()
     return build(defs, ranks, run_metadata)
 
 
@@ -148,8 +147,6 @@ def _rows(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Waits
         seen.update(_function_of(defs.regions.get(ref, "")) for ref in r.region_visits)
     calls = sorted(seen - {COMPUTE})
     rows = [(COMPUTE, COMPUTE, "compute")] + [(c, c, default_kind(c)) for c in calls]
-    from perfkit.io.otf2.waits import BLOCKING_SENDS
-
     can_wait = {
         "late_sender": _region_calls(defs, rec.inst_region[rec.recv_inst]),
         "late_receiver": _region_calls(defs, rec.inst_region[rec.send_inst]) & BLOCKING_SENDS,
@@ -247,7 +244,6 @@ def _sizes(defs: Definitions, rec: Records, waits: Waits,
     if not rec.send_rank.size and not rec.recv_rank.size:
         return None, None
     index = {f: i for i, (f, _, _) in enumerate(rows)}
-    send_time = np.zeros(rec.send_rank.size)
     s_inst = rec.send_inst
     per_send = np.bincount(s_inst, minlength=rec.inst_rank.size)
     send_time = (rec.inst_leave[s_inst] - rec.inst_enter[s_inst]) / per_send[s_inst]
