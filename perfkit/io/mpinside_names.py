@@ -15,11 +15,13 @@ def column_function(column: str) -> tuple[str, str, str]:
     """(function label, call, kind) for an MPInside column such as ``Recv``, ``w_MPI_Recv``, ``b_Bcast``.
 
     ``w_<f>`` is send-late time of ``<f>`` (kind ``wait_late_sender``); ``b_<f>`` is the barrier
-    MPInside inserts before collective ``<f>`` (kind ``wait_collective``).
+    MPInside inserts before collective ``<f>`` (kind ``wait_collective``). ``r_<f>``, late-receiver
+    wait (``wait_late_receiver``), is not an MPInside column but comes back from tables written from
+    traces.
     """
     if column.lower() in ("compute", "comput"):
         return COMPUTE, COMPUTE, "compute"
-    for prefix, kind in (("w_", "wait_late_sender"), ("b_", "wait_collective")):
+    for prefix, kind in (("w_", "wait_late_sender"), ("r_", "wait_late_receiver"), ("b_", "wait_collective")):
         if column.startswith(prefix) and len(column) > 2:
             call = mpi_name(column[2:])
             return prefix + call, call, kind
@@ -40,6 +42,6 @@ def column_name(function: str, kind: str) -> str:
     """The MPInside spelling of a canonical function label (inverse of ``column_function``)."""
     if kind == "wait_collective":
         return "b_" + function[len("b_MPI_"):]
-    if kind in ("wait_late_sender", "compute", "io", "other") or not function.startswith("MPI_"):
+    if kind in ("wait_late_sender", "wait_late_receiver", "compute", "io", "other") or not function.startswith("MPI_"):
         return function
     return function[len("MPI_"):]
