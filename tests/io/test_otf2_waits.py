@@ -198,3 +198,23 @@ def test_wait_rows_survive_mpinside_tables(tmp_path: Path) -> None:
         assert back["kind"].sel(function=function).item() == ds["kind"].sel(function=function).item()
         np.testing.assert_allclose(back["profile"].isel(run=0).sel(function=function, metric="time"),
                                    ds["profile"].isel(run=0).sel(function=function, metric="time"), atol=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(enters=st.lists(st.integers(1, 10_000), min_size=2, max_size=5), data=st.data(),
+       call=st.sampled_from(["MPI_Bcast", "MPI_Reduce"]))
+def test_rooted_collective_waits_follow_their_definitions(enters: list[int], data: st.DataObject, call: str) -> None:
+    """Late broadcast: a non-root rank waits for the root's enter; early reduce: the root waits for the
+    first other rank's enter (each at most until it leaves).
+    """
+    root = data.draw(st.integers(0, len(enters) - 1))
+    leave = max(enters) + 100
+    trace = Trace({r: [Call(call, e, leave, root=root)] for r, e in enumerate(enters)}, end=leave + 10)
+    with tempfile.TemporaryDirectory() as tmp:
+        ds = _read(Path(tmp), trace)
+    if call == "MPI_Bcast":
+        expected = [0 if r == root else max(enters[root] - e, 0) for r, e in enumerate(enters)]
+    else:
+        first = min(e for r, e in enumerate(enters) if r != root)
+        expected = [max(first - e, 0) if r == root else 0 for r, e in enumerate(enters)]
+    assert _ticks(ds, f"b_{call}") == expected
