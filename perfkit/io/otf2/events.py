@@ -71,8 +71,8 @@ class RankEvents:
 class RankStream:
     """OTF2 event-reader callbacks that reduce one location's events into a ``RankEvents``.
 
-    One object serves every rank in turn (``start``). Each callback is its own bound method,
-    kept alive as an attribute for as long as the reader may call it.
+    One object serves every rank in turn (``start``, ``finish``). ``callbacks`` maps each OTF2 event
+    name to its own method (the library must never get one function for two event types).
     """
 
     def __init__(self, defs: Definitions) -> None:
