@@ -38,7 +38,7 @@ import xarray as xr
 from perfkit.analysis.cube import evaluate, nan_sum, per_rank, with_loaded_coords
 from perfkit.analysis.imbalance import by_node, mpi_share, rank_values, size_summary, slow_ranks, stats_over_ranks
 from perfkit.analysis.pop import pop_from_parts, startup_per_rank
-from perfkit.analysis.waits import call_wait_share, split_and_breakdown
+from perfkit.analysis.waits import WAIT_KINDS, call_wait_share, split_and_breakdown
 
 COLUMNS = ["run", "category", "title", "text", "seconds", "share", "severity"]
 HIGH, MEDIUM = 0.10, 0.03
@@ -418,7 +418,7 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
         compute = context.compute.isel(run=i)
         busiest = int(compute["rank"].values[int(np.nanargmax(compute.values))])
         own = parts.isel(run=i).sel(rank=busiest)
-        waited = float(own.sel(kind=["wait_late_sender", "wait_collective"]).sum())
+        waited = float(own.sel(kind=list(WAIT_KINDS)).sum())
         startup = float(context.startup[i][compute["rank"].values == busiest][0])
         other = float(own.sel(kind=["io", "other"]).sum()) - startup
         how = _evidence(pop, i, "serialisation_efficiency")
