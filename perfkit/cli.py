@@ -9,10 +9,11 @@ arguments and returns an exit status). Heavy imports belong inside the run funct
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 Runner = Callable[[argparse.Namespace], int]
 Configure = Callable[[argparse.ArgumentParser], Runner]
@@ -30,8 +31,30 @@ def command(name: str, help: str) -> Callable[[Configure], Configure]:
     return register
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line, ``perfkit COMMAND: error: ...`` (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _number(kind: Callable[[str], Any], low: float, *, above: bool = False) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` (int or float) at least ``low``, or above it when ``above``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        if not math.isfinite(value) or value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(f"must be {'>' if above else '>='} {low:g}, got {text}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="perfkit", description="MPI performance analysis and rank placement.")
+    parser = _Parser(prog="perfkit", description="MPI performance analysis and rank placement.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, configure) in _COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
@@ -44,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
+    except FileNotFoundError as exc:
+        print(f"perfkit {args.command}: error: {f'no such file: {exc.filename}' if exc.filename else exc}",
+              file=sys.stderr)
+        return 1
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"perfkit {args.command}: error: {exc}", file=sys.stderr)
         return 1
@@ -79,7 +106,7 @@ def _configure_convert(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("--format", default=None, help="force a format instead of sniffing it")
     parser.add_argument("--metadata", help="JSON file mapping file name -> run metadata (nodes, ppn, ...)")
     parser.add_argument("--append", action="store_true", help="add the runs to an existing .zarr store")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=_number(int, 1), default=None,
                         help="local reader processes (default: one per core for more than 20 files; "
                              "the active dask client's workers when there is one)")
     _errors_option(parser)
@@ -87,17 +114,33 @@ def _configure_convert(parser: argparse.ArgumentParser) -> Runner:
 
 
 def _run_convert(args: argparse.Namespace) -> int:
-    import json
-
     import perfkit
 
-    metadata = json.loads(Path(args.metadata).read_text()) if args.metadata else None
+    metadata = _read_metadata(args.metadata) if args.metadata else None
     output = perfkit.convert(_expand(args.paths), args.output, format=args.format, metadata=metadata,
                              errors=_quiet(args.errors), append=args.append, workers=args.workers)
     ds = perfkit.load(output, chunks={})
     _print_refused(ds)
     print(f"wrote {ds.sizes['run']} runs x {ds.sizes['rank']} ranks to {output}", file=sys.stderr)
     return 0
+
+
+def _read_metadata(path: str) -> dict[str, dict[str, Any]]:
+    """The ``--metadata`` file: a JSON object mapping file name -> {field: value}; a one-line
+    ``ValueError`` naming the file and what is wrong otherwise."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from None
+    kinds = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "true/false"}
+    wrong = data if not isinstance(data, dict) else next((v for v in data.values() if not isinstance(v, dict)), {})
+    if not isinstance(data, dict) or not isinstance(wrong, dict):
+        where = "holds" if not isinstance(data, dict) else "maps a file name to"
+        raise ValueError(f"{path}: --metadata must be a JSON object mapping file name -> {{field: value}}; it {where} "
+                         f"a JSON {kinds.get(type(wrong), 'null')}")
+    return data
 
 
 def _errors_option(parser: argparse.ArgumentParser) -> None:
@@ -170,16 +213,18 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
 
     parser.add_argument("matrix", help="a profile with rank-to-rank traffic (MPInside with matrices, IPM) or a "
                                        "traffic matrix, sender x receiver bytes (.csv / .txt / .npy / .npz / .mtx)")
-    parser.add_argument("--nodes", type=int, required=True, help="number of nodes")
-    parser.add_argument("--ppn", type=int, required=True, help="cores (ranks) per node")
-    parser.add_argument("--sockets", type=int, default=1, help="sockets per node (default 1)")
-    parser.add_argument("--switch-size", type=int, default=None, help="nodes per leaf switch (default: one switch)")
+    parser.add_argument("--nodes", type=_number(int, 1), required=True, help="number of nodes")
+    parser.add_argument("--ppn", type=_number(int, 1), required=True, help="cores (ranks) per node")
+    parser.add_argument("--sockets", type=_number(int, 1), default=1, help="sockets per node (default 1)")
+    parser.add_argument("--switch-size", type=_number(int, 1), default=None,
+                        help="nodes per leaf switch (default: one switch)")
     parser.add_argument("--strategy", choices=STRATEGIES, default="scotch")
     parser.add_argument("--format", choices=FORMATS, default="rankfile", help="launch file format")
     parser.add_argument("--hosts", help="file with one host name per line (default node000, node001, ...)")
-    parser.add_argument("--seed", type=int, default=0, help="Scotch random seed (same seed, same placement)")
-    parser.add_argument("--balance", type=float, default=0.05, help="Scotch load imbalance tolerance (default 0.05)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="Scotch time limit [s]")
+    parser.add_argument("--seed", type=_number(int, 0), default=0, help="Scotch random seed (same seed, same placement)")
+    parser.add_argument("--balance", type=_number(float, 0), default=0.05,
+                        help="Scotch load imbalance tolerance (default 0.05)")
+    parser.add_argument("--timeout", type=_number(float, 0, above=True), default=300.0, help="Scotch time limit [s]")
     parser.add_argument("-o", "--output", help="launch file to write (default: standard output)")
     return _run_place
 
@@ -258,7 +303,7 @@ def _configure_collect(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("--matrices", action="store_true",
                         help="record sender->receiver bytes, message counts and receive time, and message-size "
                              "histograms per rank and call")
-    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+    parser.add_argument("--timeout", type=_number(float, 0, above=True), default=None, metavar="S",
                         help="stop the launch (and everything it started) after S seconds; exit status 124")
     parser.add_argument("launch", nargs=argparse.REMAINDER, help="the launch command, after '--'")
     return _run_collect
@@ -272,3 +317,11 @@ def _run_collect(args: argparse.Namespace) -> int:
                      matrices=args.matrices, timeout=args.timeout)
     print(f"perfkit collect: {result.message}", file=sys.stderr)
     return result.returncode
+
+
+@command("testbed", "Run a command on an emulated cluster on this machine (network namespaces, shaped links).")
+def _configure_testbed(parser: argparse.ArgumentParser) -> Runner:
+    from perfkit.collect.testbed import command as testbed_command
+
+    testbed_command.configure(parser)
+    return testbed_command.run

@@ -15,6 +15,7 @@ from perfkit.collect.build import compiler, wrapper_configuration
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 C_SOURCES = ("lab.c", "lab_sleep.c")
+EXCHANGE_SOURCES = ("exchange.c", "lab_sleep.c")
 FORTRAN_SOURCE = "lab.F90"
 CFLAGS = ("-O2",)
 INTERFACES = {"use_mpi": (), "mpif_h": ("-DPK_LAB_MPIF_H",)}
@@ -66,4 +67,21 @@ def binary(language: str = "c", interface: str = "use_mpi") -> Path:
             _run([*cc, *CFLAGS, "-c", "-o", str(work / "lab_sleep.o"), str(PROGRAMS / "lab_sleep.c")], work)
             _run([*fc, *flags, "-o", str(out), str(PROGRAMS / FORTRAN_SOURCE), str(work / "lab_sleep.o")], work)
         os.replace(out, target)  # atomic: concurrent builders leave one complete file
+    return target
+
+
+def exchange_binary() -> Path:
+    """The pattern-driven exchange program (``programs/exchange.c``) built with ``$MPICC`` (else mpicc)."""
+    cc = compiler("c")
+    digest = hashlib.sha256(repr((cc, CFLAGS, wrapper_configuration(cc))).encode())
+    for name in EXCHANGE_SOURCES:
+        digest.update((PROGRAMS / name).read_bytes())
+    target = cache_dir() / digest.hexdigest()[:20] / "exchange"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / target.name
+        _run([*cc, *CFLAGS, "-o", str(out), *(str(PROGRAMS / s) for s in EXCHANGE_SOURCES)], Path(tmp))
+        os.replace(out, target)
     return target

@@ -1,0 +1,169 @@
+"""An emulated cluster on one machine: build it, run a command on its first node, tear it down."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from perfkit.collect.testbed import netns
+from perfkit.collect.testbed.launch import mpi_environment, write_launch_files
+from perfkit.collect.testbed.spec import TestbedSpec
+
+MTU = 9000  # jumbo frames, as on cluster networks: TCP/IP headers cost under 1% of the link
+
+
+class Testbed:
+    """``nodes`` network namespaces (``node000``...) with their own host names, joined through a switch.
+
+    Use as a context manager; leaving it (normally, by an exception, Ctrl-C or SIGTERM) removes every
+    namespace, link and process it made. ``run(command)`` runs on ``node000`` with the environment that
+    makes Open MPI's ``mpirun`` and MPICH's ``mpiexec.hydra`` span the nodes.
+    """
+
+    __test__ = False  # a name pytest would otherwise collect
+
+    def __init__(self, nodes: int, cores: int, *, bandwidth: float | str = 200e6, latency: float | str = 0.0,
+                 switch_size: int | None = None, uplink: float | str | None = None) -> None:
+        from perfkit.collect.testbed.spec import parse_rate, parse_time
+
+        self.spec = TestbedSpec(nodes, cores, parse_rate(bandwidth), parse_time(latency), switch_size,
+                                None if uplink is None else parse_rate(uplink))
+        self.tag = f"{os.getpid()}-{secrets.token_hex(3)}"
+        self.state: Path | None = None
+        self._spaces: list[str] = []
+        self._previous: dict[int, Any] = {}
+        self.environment: dict[str, str] = {}
+        self.notes: list[str] = []
+
+    # -- names -----------------------------------------------------------------------------------
+    def namespace(self, node: str) -> str:
+        """The network namespace of ``node`` (``node000``), or of a switch (``switch``, ``leaf00``)."""
+        return f"{netns.PREFIX}{self.tag}-{node}"
+
+    @property
+    def oversubscribed(self) -> bool:
+        """More emulated cores than this machine has."""
+        return self.spec.nodes * self.spec.cores > (os.cpu_count() or 1)
+
+    # -- life cycle --------------------------------------------------------------------------------
+    def __enter__(self) -> Testbed:
+        why = netns.why_unavailable()
+        if why:
+            raise RuntimeError(why)
+        spaces, folders = netns.leftovers()
+        if spaces or folders:
+            netns.remove(spaces, folders)
+            self.notes.append(f"removed {len(spaces)} namespace(s) left by an earlier testbed that was killed")
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # leave through __exit__, never with namespaces up
+            try:
+                self._previous[sig] = signal.signal(sig, _raise_interrupt)
+            except ValueError:  # not the main thread: the caller handles signals
+                pass
+        try:
+            self._build()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        netns.remove(self._spaces, [self.state] if self.state else [])
+        self._spaces = []
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    def _build(self) -> None:
+        spec = self.spec
+        self.state = Path(tempfile.mkdtemp(prefix=f"{netns.PREFIX}{self.tag}-"))
+        switch = self._add("switch")
+        netns.bridge(switch)
+        leaves = [self._add(f"leaf{s:02d}") for s in range(spec.switches)]
+        for s, leaf in enumerate(leaves):
+            netns.bridge(leaf)
+            uplink = spec.uplink if spec.uplink is not None else spec.bandwidth
+            netns.link(switch, f"l{s:03d}", leaf, "up0", mtu=MTU)
+            netns.run(["ip", "-n", leaf, "link", "set", "up0", "master", "br0"])
+            netns.shape(switch, f"l{s:03d}", uplink, 0.0)
+            netns.shape(leaf, "up0", uplink, 0.0)
+        for i, name in enumerate(spec.node_names):
+            node = self._add(name)
+            above = switch if spec.switch_size is None else leaves[spec.switch_of(i)]
+            port = f"n{i:03d}"
+            netns.link(above, port, node, "eth0", mtu=MTU)
+            netns.address(node, "eth0", f"{spec.address(i)}/16")
+            # one way node to node crosses two shaped egresses: the node's and the switch port's
+            netns.shape(node, "eth0", spec.bandwidth, spec.latency / 2)
+            netns.shape(above, port, spec.bandwidth, spec.latency / 2)
+        write_launch_files(self.state, spec, self.namespace)
+        self.environment = mpi_environment(self.state, spec, oversubscribed=self.oversubscribed)
+        if self.oversubscribed:
+            self.notes.append(f"{spec.nodes} nodes × {spec.cores} cores exceed this machine's {os.cpu_count()} "
+                              "cores: idle MPI ranks yield the processor (Open MPI mpi_yield_when_idle=1; "
+                              "MPICH MPIR_CVAR_POLLS_BEFORE_YIELD=1)")
+
+    def _add(self, name: str) -> str:
+        ns = self.namespace(name)
+        netns.add(ns)
+        self._spaces.append(ns)
+        return ns
+
+    # -- use ---------------------------------------------------------------------------------------
+    def command_on(self, node: str, command: Sequence[str]) -> list[str]:
+        """``command`` wrapped to run on ``node`` (its network, host name and /etc/hosts)."""
+        assert self.state is not None, "the testbed is not up"
+        return [str(self.state / "enter"), node, *command]
+
+    def counters(self) -> list[dict[str, Any]]:
+        """Each node's link counters now (kernel: bytes and packets of its ``eth0``)."""
+        return [{"name": name, **netns.counters(self.namespace(name))} for name in self.spec.node_names]
+
+    def run(self, command: Sequence[str], *, env: Mapping[str, str] | None = None,
+            cwd: str | os.PathLike | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """Run ``command`` on ``node000``; its output passes through. Returns the report: parameters,
+        ``exit_status``, ``wall_s`` and per node the link's bytes and packets over the run."""
+        before = self.counters()
+        full_env = {**os.environ, **self.environment, **(env or {})}
+        start = time.perf_counter()
+        proc = subprocess.Popen(self.command_on("node000", command), env=full_env, cwd=cwd, start_new_session=True)
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            status = 124
+        finally:
+            if proc.poll() is None:
+                _stop_group(proc)
+        wall = time.perf_counter() - start
+        netns.kill_all(self.namespace(n) for n in self.spec.node_names)  # nothing of the run outlives it
+        after = self.counters()
+        nodes = [{"name": b["name"], **{k: a[k] - b[k] for k in ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets")}}
+                 for b, a in zip(before, after)]
+        if status < 0:
+            status = 128 - status
+        return {"parameters": self.spec.as_dict(), "command": list(command), "exit_status": status,
+                "wall_s": wall, "oversubscribed": self.oversubscribed, "notes": list(self.notes), "nodes": nodes}
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+

@@ -1,0 +1,79 @@
+"""``perfkit testbed``: run a command on an emulated cluster and report what crossed its links."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+EPILOG = """\
+The command follows '--' and runs on node000 with the environment set so that Open MPI's mpirun
+and MPICH's mpiexec.hydra start ranks across the nodes (a launch agent that enters each node's
+namespaces, a host file with CORES slots per node, messages between nodes over each node's shaped
+link). Its output passes through; the exit status is the command's. Needs root.
+
+examples:
+  perfkit testbed --nodes 4 --cores 2 -- mpirun -np 8 ./app
+  perfkit testbed --nodes 8 --cores 2 --bandwidth 200mbit --latency 50us --report tb.json -- \\
+      perfkit collect -o run.mpinside --matrices -- mpirun -np 16 ./app
+  perfkit testbed --nodes 8 --cores 2 --switch-size 4 -- mpirun -np 16 --rankfile ranks.txt ./app
+  perfkit testbed --nodes 4 --cores 2 -- mpiexec.hydra -n 8 ./app            (MPICH)
+See docs/testbed.md.
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``perfkit testbed``."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.usage = ("perfkit testbed --nodes N --cores C [--bandwidth RATE] [--latency L] [--switch-size K] "
+                    "[--uplink RATE] [--report FILE] -- COMMAND...")
+    parser.add_argument("--nodes", type=int, required=True, help="number of emulated nodes (node000, node001, ...)")
+    parser.add_argument("--cores", type=int, required=True, help="cores (MPI slots) per node")
+    parser.add_argument("--bandwidth", default="200mbit", metavar="RATE",
+                        help="each node's link rate, both ways (default 200mbit; e.g. 20mbit, 1gbit)")
+    parser.add_argument("--latency", default="0", metavar="L",
+                        help="one-way latency node to node (default 0; e.g. 50us, 1ms)")
+    parser.add_argument("--switch-size", type=int, default=None, metavar="K",
+                        help="nodes per leaf switch (default: all nodes on one switch)")
+    parser.add_argument("--uplink", default=None, metavar="RATE",
+                        help="each leaf switch's uplink rate (default: --bandwidth)")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="write JSON: parameters, exit_status, wall_s, and per node the link's bytes and packets")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="stop the command after S seconds (exit status 124)")
+    parser.add_argument("launch", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command, after '--'")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the testbed, run the command on node000, write the report, tear everything down."""
+    from perfkit.collect.testbed import Testbed, why_unavailable
+
+    command = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
+    if not command:
+        raise ValueError("nothing to run: give the command after '--', e.g. -- mpirun -np 8 ./app")
+    if args.timeout is not None and not args.timeout > 0:
+        raise ValueError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
+    report = Path(args.report) if args.report else None
+    if report is not None and (report.is_dir() or not report.parent.exists()):
+        raise ValueError(f"--report {report}: expected a file in an existing folder")
+    why = why_unavailable()
+    if why:
+        raise RuntimeError(why)
+    try:
+        with Testbed(args.nodes, args.cores, bandwidth=args.bandwidth, latency=args.latency,
+                     switch_size=args.switch_size, uplink=args.uplink) as testbed:
+            for note in testbed.notes:
+                print(f"perfkit testbed: {note}", file=sys.stderr)
+            result = testbed.run(command, timeout=args.timeout)
+    except KeyboardInterrupt as exc:
+        name = str(exc) or "SIGINT"
+        print(f"perfkit testbed: stopped by {name}; every node removed", file=sys.stderr)
+        return {"SIGTERM": 143, "SIGHUP": 129}.get(name, 130)
+    if report is not None:
+        tmp = report.with_name(f".{report.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+        os.replace(tmp, report)
+    return result["exit_status"]

@@ -1,0 +1,91 @@
+"""How MPI reaches the testbed's nodes: an ``enter`` script, an ssh-like launch agent, host files and
+the environment that points Open MPI's ``mpirun`` and MPICH's ``mpiexec.hydra`` at them."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from perfkit.collect.testbed.spec import TestbedSpec
+
+# $0 = the testbed's hosts file, $1 = the node's name, then the command: a UTS namespace of its own
+# (the node's host name) and a mount namespace of its own (the node's /etc/hosts), inside the node's
+# network namespace
+_ENTER = """#!/bin/sh
+# enter NODE COMMAND...: run COMMAND on NODE of this testbed (its network, host name and /etc/hosts)
+node=$1; shift
+case "$node" in
+{cases}
+  *) echo "testbed: no node '$node' (nodes: {names})" >&2; exit 255;;
+esac
+exec ip netns exec "$ns" unshare --uts --mount --propagation private \\
+    sh -c 'mount --bind "$0" /etc/hosts && hostname "$1" && shift && exec "$@"' {hosts} "$name" "$@"
+"""
+
+# called as ssh is (``agent [options] HOST COMMAND WORDS...``) by Open MPI's rsh launcher and hydra
+_AGENT = """#!/bin/sh
+# an ssh stand-in for mpirun and mpiexec.hydra: agent [ssh options] NODE COMMAND...
+while [ $# -gt 0 ]; do
+  case "$1" in -o|-p|-l|-i|-F) shift 2;; -*) shift;; *) break;; esac
+done
+host=$1; shift
+exec {enter} "$host" sh -c "$*"
+"""
+
+
+def write_launch_files(state: Path, spec: TestbedSpec, namespace: Callable[[str], str]) -> None:
+    """``enter``, ``agent``, ``hosts`` and the host files (``hostfile.openmpi``, ``hostfile.mpich``) in
+    ``state``."""
+    names = spec.node_names
+    hosts = ["127.0.0.1 localhost", *(f"{spec.address(i)} {n}" for i, n in enumerate(names))]
+    (state / "hosts").write_text("\n".join(hosts) + "\n")
+    cases = "\n".join(f"  {n}|{spec.address(i)}) ns={shlex.quote(namespace(n))}; name={n};;"
+                      for i, n in enumerate(names))
+    enter = state / "enter"
+    enter.write_text(_ENTER.format(cases=cases, names=f"{names[0]}..{names[-1]}",
+                                   hosts=shlex.quote(str(state / "hosts"))))
+    agent = state / "agent"
+    agent.write_text(_AGENT.format(enter=shlex.quote(str(enter))))
+    for script in (enter, agent):
+        script.chmod(0o755)
+    (state / "hostfile.openmpi").write_text("".join(f"{n} slots={spec.cores}\n" for n in names))
+    (state / "hostfile.mpich").write_text("".join(f"{n}:{spec.cores}\n" for n in names))
+
+
+def mpi_environment(state: Path, spec: TestbedSpec, *, oversubscribed: bool) -> dict[str, str]:
+    """The variables that make ``mpirun`` (Open MPI) and ``mpiexec.hydra`` (MPICH) span the testbed.
+
+    Both launch through ``agent`` with the testbed's host file; messages between nodes go over each
+    node's ``eth0`` (TCP), within a node over shared memory; Open MPI does not bind ranks to cores
+    (every node would bind to the same few real cores). When the nodes hold more cores than the
+    machine, idle ranks yield the processor (Open MPI ``mpi_yield_when_idle``; MPICH polls
+    ``MPIR_CVAR_POLLS_BEFORE_YIELD`` times before a ``sched_yield``).
+    """
+    env = {
+        "PERFKIT_TESTBED": str(state),
+        "PERFKIT_TESTBED_HOSTFILE_OPENMPI": str(state / "hostfile.openmpi"),
+        "PERFKIT_TESTBED_HOSTFILE_MPICH": str(state / "hostfile.mpich"),
+        # Open MPI
+        "OMPI_MCA_plm_rsh_agent": str(state / "agent"),
+        "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
+        "OMPI_MCA_orte_default_hostfile": str(state / "hostfile.openmpi"),
+        "OMPI_MCA_pml": "ob1",
+        "OMPI_MCA_btl": "self,vader,tcp",
+        "OMPI_MCA_btl_tcp_if_include": "eth0",
+        "OMPI_MCA_oob_tcp_if_include": "eth0",
+        "OMPI_MCA_hwloc_base_binding_policy": "none",
+        # MPICH (hydra, ch4:ucx)
+        "HYDRA_LAUNCHER": "ssh",
+        "HYDRA_LAUNCHER_EXEC": str(state / "agent"),
+        "HYDRA_HOST_FILE": str(state / "hostfile.mpich"),
+        "HYDRA_IFACE": "eth0",
+        "UCX_NET_DEVICES": "eth0",
+        "UCX_TLS": "tcp,self,posix",  # cma would reach ranks of other nodes through this machine's memory
+    }
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if oversubscribed:
+        env.update(OMPI_MCA_mpi_yield_when_idle="1", MPIR_CVAR_POLLS_BEFORE_YIELD="1")
+    return env

@@ -1,0 +1,91 @@
+"""What an emulated cluster is made of: nodes, cores, link rate and latency, leaf switches."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+_RATE_UNITS = {"": 1, "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bps": 8, "kbps": 8e3, "mbps": 8e6,
+               "gbps": 8e9}
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def parse_rate(text: str | float) -> float:
+    """A link rate in bit/s from ``"200mbit"``, ``"1gbit"``, ``"25mbps"`` (bytes) or a number of bit/s."""
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*", str(text).lower())
+        if not match or match.group(2) not in _RATE_UNITS:
+            raise ValueError(f"link rate {text!r}: expected a number with a unit such as 200mbit, 1gbit or 25mbps")
+        value = float(match.group(1)) * _RATE_UNITS[match.group(2)]
+    if not 8e3 <= value <= 1e11:
+        raise ValueError(f"link rate {text!r}: expected between 8kbit and 100gbit")
+    return value
+
+
+def parse_time(text: str | float) -> float:
+    """A latency in seconds from ``"100us"``, ``"1ms"``, ``"0"`` or a number of seconds."""
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|ns)?\s*", str(text).lower())
+        if not match:
+            raise ValueError(f"latency {text!r}: expected a number with a unit such as 100us or 1ms")
+        value = float(match.group(1)) * _TIME_UNITS[match.group(2) or "s"]
+    if not 0 <= value <= 1.0:
+        raise ValueError(f"latency {text!r}: expected between 0 and 1 s")
+    return value
+
+
+@dataclass(frozen=True)
+class TestbedSpec:
+    """An emulated cluster: ``nodes`` × ``cores``, each node's link shaped to ``bandwidth`` [bit/s] and
+    ``latency`` [s, one way node to node]; with ``switch_size`` K, nodes hang in groups of K from leaf
+    switches whose uplinks run at ``uplink`` [bit/s] (default: ``bandwidth``)."""
+
+    __test__ = False  # a name pytest would otherwise collect
+
+    nodes: int
+    cores: int
+    bandwidth: float = 200e6
+    latency: float = 0.0
+    switch_size: int | None = None
+    uplink: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= 250:
+            raise ValueError(f"--nodes {self.nodes}: expected 1 to 250")
+        if not 1 <= self.cores <= 1024:
+            raise ValueError(f"--cores {self.cores}: expected 1 to 1024")
+        if self.switch_size is not None and not 1 <= self.switch_size <= self.nodes:
+            raise ValueError(f"--switch-size {self.switch_size}: expected 1 to the number of nodes ({self.nodes})")
+        parse_rate(self.bandwidth)
+        parse_time(self.latency)
+        if self.uplink is not None:
+            parse_rate(self.uplink)
+
+    @property
+    def node_names(self) -> list[str]:
+        """``node000``, ``node001``, ...: the host names ``perfkit place`` writes by default."""
+        return [f"node{i:03d}" for i in range(self.nodes)]
+
+    @property
+    def switches(self) -> int:
+        """Number of leaf switches (0: every node on one switch)."""
+        return 0 if self.switch_size is None else -(-self.nodes // self.switch_size)
+
+    def switch_of(self, node: int) -> int | None:
+        """Leaf switch of node index ``node`` (None without leaf switches)."""
+        return None if self.switch_size is None else node // self.switch_size
+
+    def address(self, node: int) -> str:
+        """The node's address (inside its own namespace only): 198.18.0.1, 198.18.0.2, ..."""
+        return f"198.18.0.{node + 1}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Parameters for a report: rates in bit/s, latency in s."""
+        out = asdict(self)
+        out["uplink"] = self.uplink if self.uplink is not None else (self.bandwidth if self.switch_size else None)
+        return out
