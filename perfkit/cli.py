@@ -221,11 +221,21 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("--strategy", choices=STRATEGIES, default="scotch")
     parser.add_argument("--format", choices=FORMATS, default="rankfile", help="launch file format")
     parser.add_argument("--hosts", help="file with one host name per line (default node000, node001, ...)")
-    parser.add_argument("--seed", type=_number(int, 0), default=0, help="Scotch random seed (same seed, same placement)")
+    parser.add_argument("--seed", type=_number(int, 0), default=0,
+                        help="Scotch random seed (same seed, same placement)")
     parser.add_argument("--balance", type=_number(float, 0), default=0.05,
                         help="Scotch load imbalance tolerance (default 0.05)")
     parser.add_argument("--timeout", type=_number(float, 0, above=True), default=300.0, help="Scotch time limit [s]")
     parser.add_argument("-o", "--output", help="launch file to write (default: standard output)")
+    parser.add_argument("--prediction", metavar="FILE",
+                        help="write JSON: inter-node bytes and elapsed time [s] before and after (with an interval), "
+                             "the network assumed and where each number came from (needs a profile)")
+    parser.add_argument("--bandwidth", metavar="RATE", default=None,
+                        help="each node's link rate, for the time prediction (e.g. 200mbit, 100gbit; "
+                             "default: unknown, a wider interval)")
+    parser.add_argument("--uplink", metavar="RATE", default=None, help="each leaf switch's uplink rate (default: "
+                                                                        "--bandwidth)")
+    parser.add_argument("--latency", metavar="L", default="0", help="latency between nodes (e.g. 2us; default 0)")
     return _run_place
 
 
@@ -234,7 +244,16 @@ def _run_place(args: argparse.Namespace) -> int:
     from perfkit.placement.strategies import place
     from perfkit.placement.topology import Topology
 
-    topology = Topology(nodes=args.nodes, cores=args.ppn, sockets=args.sockets, switch_size=args.switch_size)
+    described = {}
+    if args.bandwidth is not None:  # the described links replace the default rates of the cost table
+        from perfkit.collect.testbed.spec import parse_rate, parse_time
+
+        link = parse_rate(args.bandwidth) / 8
+        uplink = parse_rate(args.uplink) / 8 if args.uplink else link
+        latency = parse_time(args.latency)
+        described = {"bandwidth_Bps": (20e9, 10e9, link, uplink), "latency_s": (0.3e-6, 0.6e-6, latency, latency)}
+    topology = Topology(nodes=args.nodes, cores=args.ppn, sockets=args.sockets, switch_size=args.switch_size,
+                        **described)
     hosts = read_hosts(args.hosts) if args.hosts else None
     matrix = read_traffic_matrix(args.matrix)
     placement = place(
@@ -245,7 +264,36 @@ def _run_place(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     block = place(matrix, topology, strategy="block")
     print(_summary(args.strategy, placement.cost(), block.cost(), placement.info), file=sys.stderr)
+    if args.prediction:
+        _write_prediction(args, matrix, placement)
     return 0
+
+
+def _write_prediction(args: argparse.Namespace, data: Any, placement: Any) -> None:
+    """``place --prediction FILE``: the prediction of the re-run, as JSON, written atomically."""
+    import json
+    import os
+
+    from perfkit.collect.testbed.spec import parse_rate, parse_time
+    from perfkit.placement.network import Network
+    from perfkit.placement.predict import predict_placement
+
+    if not hasattr(data, "data_vars") or "profile" not in data:
+        raise ValueError(f"{args.matrix}: --prediction needs a profile (elapsed and MPI times), not a bare matrix")
+    network = None
+    if args.bandwidth is not None:
+        network = Network.described(parse_rate(args.bandwidth), latency_s=parse_time(args.latency),
+                                    uplink_bit_s=parse_rate(args.uplink) if args.uplink else None)
+    prediction = predict_placement(data, placement, network)
+    out = Path(args.prediction)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(prediction.as_dict(), indent=2) + "\n")
+    os.replace(tmp, out)
+    p = prediction
+    print(f"predicted: inter-node bytes {p.inter_node_bytes_before:.4g} -> {p.inter_node_bytes_after:.4g}; elapsed "
+          f"{p.elapsed_before:.3f} s -> {p.elapsed_after:.3f} s [{p.elapsed_after_low:.3f}, {p.elapsed_after_high:.3f}]"
+          f" (before: {p.placement_before}; network {p.network.sources.get('node_link_Bps', '?')}); "
+          f"written to {out}", file=sys.stderr)
 
 
 def _summary(strategy: str, cost: Any, block: Any, info: dict[str, Any]) -> str:

@@ -1,27 +1,188 @@
-"""Close the placement loop: predict a run's elapsed time under a new placement, then check it.
+"""Predict a run's elapsed time under another placement or a faster network, with an interval.
 
-Model (stated once): the run's *transfer* time scales with the cost model's estimated
-communication time of its own traffic (``PlacementCost.time_s``, per-level latency and bandwidth)
-under the new placement relative to the old one; compute and waits follow the bulk-synchronous
-what-if model of ``perfkit.analysis.whatif`` (scenario ``network`` with ``k = old / new``).
-This is a first-order estimate: it ignores contention changes that the cost model does not see.
+Model (stated once). Between nodes, a bulk-synchronous run waits for its busiest link: the network
+part of the run takes ``T_net`` seconds, and ``T_net`` scales with the busiest link's time
+(``perfkit.placement.network.link_seconds``: bytes over the link's rate, plus latency per message).
+Elapsed time is the run's from the end of ``MPI_Init`` to the start of ``MPI_Finalize`` (``run_seconds``).
+What ``T_net`` is in the profiled run is bounded: at least the busiest link's time at the described
+rate (the link cannot go faster), at most the MPI time of the busiest rank (everything it spent in
+MPI, start-up and shut-down excluded). The prediction is
+``elapsed_after = elapsed_before - T_net * (1 - link_after / link_before)``, its point with ``T_net``
+at the rate TCP achieves (``ACHIEVED_FRACTION``), its interval over the whole bounded range.
+Compute and everything that is not the network is kept as measured. Without a described network
+the link rate is unknown: ``T_net`` then ranges from 0 to the MPI time, the point in the middle.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import xarray as xr
 
 from perfkit.analysis.whatif import whatif
+from perfkit.placement.network import ACHIEVED_FRACTION, Network, link_seconds
 from perfkit.placement.placement import Placement
 from perfkit.placement.strategies import place
+from perfkit.placement.topology import Topology
+
+_NOT_RUN_TIME = ("MPI_Init", "MPI_Init_thread", "MPI_Finalize")
+UNKNOWN = "unknown: describe the links (bandwidth) for a narrower interval"
+
+
+def _network_or_unknown(network: Network | None) -> Network:
+    """The described network, or unit rates (only ratios of link times are used) marked unknown."""
+    if network is not None:
+        return network
+    return Network(1.0, 1.0, 0.0, {"node_link_Bps": UNKNOWN, "uplink_Bps": UNKNOWN, "latency_s": UNKNOWN})
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A prediction of one run's elapsed time [s] and inter-node bytes [B], and what it assumed."""
+
+    what: str
+    inter_node_bytes_before: float
+    inter_node_bytes_after: float
+    elapsed_before: float
+    elapsed_after: float
+    elapsed_after_low: float
+    elapsed_after_high: float
+    link_before: dict[str, Any]
+    link_after: dict[str, Any]
+    mpi_seconds: float
+    network: Network
+    placement_before: str
+
+    @property
+    def speedup(self) -> float:
+        return self.elapsed_before / self.elapsed_after
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: every number, the network with its sources, the busiest links (link seconds and
+        rates are null when the network is unknown)."""
+        unknown = self.network.sources.get("node_link_Bps") == UNKNOWN
+        links = [{**link, "seconds": None if unknown else link["seconds"]}
+                 for link in (self.link_before, self.link_after)]
+        network = self.network.as_dict()
+        if unknown:
+            network.update(node_link_Bps=None, node_link_bit_s=None, uplink_Bps=None, latency_s=None)
+        return {"what": self.what, "inter_node_bytes_before": self.inter_node_bytes_before,
+                "inter_node_bytes_after": self.inter_node_bytes_after, "elapsed_before": self.elapsed_before,
+                "elapsed_after": self.elapsed_after, "elapsed_after_low": self.elapsed_after_low,
+                "elapsed_after_high": self.elapsed_after_high, "speedup": self.speedup,
+                "mpi_seconds_busiest_rank": self.mpi_seconds, "link_before": links[0],
+                "link_after": links[1], "network": network,
+                "placement_before": self.placement_before, "model": __doc__.split("\n\n")[1].replace("\n", " ")}
+
+    def compare(self, elapsed: float, inter_node_bytes: float | None = None) -> dict[str, Any]:
+        """Predicted against measured: errors [%] and whether ``elapsed`` fell in the interval."""
+        row = {"elapsed_predicted": self.elapsed_after, "elapsed_low": self.elapsed_after_low,
+               "elapsed_high": self.elapsed_after_high, "elapsed_measured": elapsed,
+               "elapsed_error_pct": 100 * (self.elapsed_after / elapsed - 1),
+               "in_interval": bool(self.elapsed_after_low <= elapsed <= self.elapsed_after_high)}
+        if inter_node_bytes is not None:
+            row.update(bytes_predicted=self.inter_node_bytes_after, bytes_measured=inter_node_bytes,
+                       bytes_error_pct=100 * (self.inter_node_bytes_after / inter_node_bytes - 1)
+                       if inter_node_bytes else float("nan"))
+        return row
+
+
+def profile_nodes(ds: xr.Dataset, run: str, topology: Topology) -> tuple[np.ndarray, str]:
+    """Node index of each rank of ``run`` as it ran: from the profile's host names when it has them
+    (``host``), else block placement on ``topology`` (and it says so)."""
+    nprocs = int(ds["traffic"].sel(run=run).sizes["sender"])
+    if "host" in ds:
+        hosts = np.asarray(ds["host"].sel(run=run).values[:nprocs]).astype(str)
+        if hosts.size and all(hosts):
+            names = list(topology.hosts) or [f"node{i:03d}" for i in range(topology.nodes)]
+            order = {h: names.index(h) if h in names else None for h in np.unique(hosts)}
+            if any(v is None for v in order.values()):
+                order = {h: i for i, h in enumerate(sorted(order))}
+            return np.array([order[h] for h in hosts], dtype=np.int64), "the profile's host names"
+    return np.arange(nprocs, dtype=np.int64) // topology.cores, "block (the profile has no host names)"
+
+
+def run_seconds(ds: xr.Dataset, run: str) -> tuple[float, float]:
+    """The run's time [s] from the end of ``MPI_Init`` to the start of ``MPI_Finalize`` (the slowest
+    rank's total without them: start-up is the launcher's, not the program's) and the largest MPI
+    time [s] of a rank over the same span."""
+    times = ds["profile"].sel(run=run, metric="time")
+    kinds = ds["kind"].values if "kind" in ds.coords else np.array(["other"] * ds.sizes["function"])
+    calls = ds["call"].values if "call" in ds.coords else ds["function"].values
+    during = np.flatnonzero(~np.isin(calls, _NOT_RUN_TIME))
+    mpi = np.flatnonzero((kinds != "compute") & ~np.isin(calls, _NOT_RUN_TIME))
+    return (float(times.isel(function=during).sum("function").max()),
+            float(times.isel(function=mpi).sum("function").max()))
+
+
+def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after: dict[str, Any],
+             network: Network, placement_before: str) -> Prediction:
+    elapsed, mpi = run_seconds(ds, run)
+    lb, la = before["seconds"], after["seconds"]
+    if lb > 0 and network.sources.get("node_link_Bps") == UNKNOWN:
+        ratio = la / lb
+        point = elapsed - 0.5 * mpi * (1 - ratio)
+        low, high = sorted((elapsed, elapsed - mpi * (1 - ratio)))
+    elif lb > 0:
+        ratio = la / lb
+        t_low, t_point, t_high = min(lb, mpi), min(lb / ACHIEVED_FRACTION, mpi), mpi
+        ends = [elapsed - t * (1 - ratio) for t in (t_low, t_high)]
+        point = elapsed - t_point * (1 - ratio)
+        low, high = min(ends), max(ends)
+    else:  # no traffic between nodes before: the new network time adds to the run
+        point = elapsed + la / ACHIEVED_FRACTION
+        low, high = elapsed + la, elapsed + la / ACHIEVED_FRACTION ** 2
+    return Prediction(what, before["inter_node_bytes"], after["inter_node_bytes"], elapsed, point, low, high,
+                      before, after, mpi, network, placement_before)
+
+
+def _matrices(ds: xr.Dataset, run: str) -> tuple[Any, Any]:
+    traffic = ds["traffic"].sel(run=run)
+    counts = traffic.sel(quantity="count").values if "count" in traffic["quantity"].values else None
+    return traffic.sel(quantity="bytes").values, counts
+
+
+def _switches(topology: Topology) -> np.ndarray | None:
+    if topology.switch_size is None:
+        return None
+    return topology.switch_of(np.arange(topology.nodes))
+
+
+def predict_placement(ds: xr.Dataset, new: Placement, network: Network | None = None, *,
+                      run: str | None = None) -> Prediction:
+    """Elapsed time [s] and inter-node bytes of ``run`` re-run placed as ``new`` (module docstring)."""
+    run = run if run is not None else _single_run(ds)
+    network = _network_or_unknown(network)
+    traffic, counts = _matrices(ds, run)
+    old, where = profile_nodes(ds, run, new.topology)
+    switches = _switches(new.topology)
+    before = link_seconds(traffic, old, network, counts=counts, switch_of=switches)
+    after = link_seconds(traffic, new.node, network, counts=counts, switch_of=switches)
+    return _predict(f"placement {new.strategy or 'given'}", ds, run, before, after, network, where)
+
+
+def predict_network(ds: xr.Dataset, k: float, network: Network | None, topology: Topology, *,
+                    run: str | None = None) -> Prediction:
+    """Elapsed time [s] of ``run`` re-run on the same nodes with every link ``k`` times faster."""
+    network = _network_or_unknown(network)
+    if not k > 0:
+        raise ValueError(f"k = {k!r}: expected a positive factor")
+    run = run if run is not None else _single_run(ds)
+    traffic, counts = _matrices(ds, run)
+    node, where = profile_nodes(ds, run, topology)
+    switches = _switches(topology)
+    before = link_seconds(traffic, node, network, counts=counts, switch_of=switches)
+    after = link_seconds(traffic, node, network.scaled(k), counts=counts, switch_of=switches)
+    return _predict(f"network x{k:g}", ds, run, before, after, network.scaled(k), where)
 
 
 def predict_elapsed(ds: xr.Dataset, new: Placement, *, old: Placement | None = None, run: str | None = None,
                     quantity: str = "bytes") -> xr.Dataset:
-    """What-if result for running ``run`` of ``ds`` placed as ``new`` instead of ``old`` (default: block).
+    """What-if result for running ``run`` of ``ds`` placed as ``new`` instead of ``old`` (default: block),
+    from the topology's per-level cost model alone (no network description; see ``predict_placement``).
 
     Returns the ``whatif`` Dataset (``elapsed_before``, ``elapsed_after`` [s], ...) with attributes
     ``comm_time_old_s``, ``comm_time_new_s`` (cost-model estimates) and ``network_factor``.

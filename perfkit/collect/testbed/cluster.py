@@ -126,13 +126,15 @@ class Testbed:
         return [{"name": name, **netns.counters(self.namespace(name))} for name in self.spec.node_names]
 
     def run(self, command: Sequence[str], *, env: Mapping[str, str] | None = None,
-            cwd: str | os.PathLike | None = None, timeout: float | None = None) -> dict[str, Any]:
+            cwd: str | os.PathLike | None = None, timeout: float | None = None, stdout: Any = None) -> dict[str, Any]:
         """Run ``command`` on ``node000``; its output passes through. Returns the report: parameters,
-        ``exit_status``, ``wall_s`` and per node the link's bytes and packets over the run."""
+        ``exit_status``, ``wall_s`` and per node the link's bytes and packets over the run. ``stdout``: a
+        file to send the command's output to instead."""
         before = self.counters()
         full_env = {**os.environ, **self.environment, **(env or {})}
         start = time.perf_counter()
-        proc = subprocess.Popen(self.command_on("node000", command), env=full_env, cwd=cwd, start_new_session=True)
+        proc = subprocess.Popen(self.command_on("node000", command), env=full_env, cwd=cwd, stdout=stdout,
+                                start_new_session=True)
         try:
             status = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -1,0 +1,157 @@
+"""The closed loop in numbers: predictions against their re-runs on the testbed.
+
+A grid of cases (communication patterns: 2-D and 3-D stencils with shuffled and natural numbering, a
+ring, a sparse random pattern, an all-to-all; 4-16 nodes of 1-2 cores; 20-200 Mbit/s links; with and
+without leaf switches; block, round-robin and Scotch placement; links k times faster). Each case
+profiles a run of the lab's exchange program under the collector, predicts, re-runs and measures:
+inter-node bytes by the kernel's link counters, elapsed time by the profile (end of MPI_Init to start
+of MPI_Finalize). Writes ``results/closed_loop.json`` and prints the table docs/placement.md quotes.
+
+Needs root (the testbed) and Open MPI. Run: ``python benchmarks/bench_closed_loop.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from perfkit.collect.lab import patterns
+from perfkit.collect.lab.build import exchange_binary
+from perfkit.collect.testbed import why_unavailable
+from perfkit.collect.testbed.loop import faster_network, place_and_rerun
+
+RESULTS = Path(__file__).with_name("results") / "closed_loop.json"
+STEP_NETWORK_S = 0.08  # the busiest link's time per step under block placement at the link rate [s]
+STEPS, COMPUTE_S = 15, 0.02
+
+
+def _pattern(name: str, nranks: int) -> np.ndarray:
+    dims2 = {8: (2, 4), 16: (4, 4), 32: (4, 8)}[nranks]
+    dims3 = {8: (2, 2, 2), 16: (2, 2, 4), 32: (2, 4, 4)}[nranks]
+    make = {
+        "stencil2d-shuffled": lambda: patterns.shuffled(patterns.stencil(dims2, 1), seed=1),
+        "stencil2d-natural": lambda: patterns.stencil(dims2, 1),
+        "stencil3d-shuffled": lambda: patterns.shuffled(patterns.stencil(dims3, 1), seed=2),
+        "ring-shuffled": lambda: patterns.shuffled(patterns.ring(nranks, 1), seed=3),
+        "sparse-random": lambda: patterns.sparse_random(nranks, 3, 1, seed=4),
+        "alltoall": lambda: patterns.alltoall(nranks, 1),
+    }
+    return make[name]()
+
+
+def _scaled(pattern: np.ndarray, cores: int, rate_bit_s: float) -> np.ndarray:
+    """The pattern with a message size that keeps the busiest node link busy STEP_NETWORK_S per step (block)."""
+    node = np.arange(pattern.shape[0]) // cores
+    cross = node[:, None] != node[None, :]
+    per_node = max(np.bincount(node, weights=(pattern * cross).sum(1)).max(),
+                   np.bincount(node, weights=(pattern * cross).sum(0)).max())
+    size = int(rate_bit_s / 8 * STEP_NETWORK_S / max(per_node, 1))
+    return pattern * max(size, 1024)
+
+
+PLACEMENTS = [  # (pattern, nodes, cores, rate, switch size, strategies)
+    ("stencil2d-shuffled", 8, 2, 200e6, None, ("scotch", "round_robin")),
+    ("stencil2d-natural", 8, 2, 200e6, None, ("scotch", "round_robin")),
+    ("stencil3d-shuffled", 8, 2, 200e6, None, ("scotch", "round_robin")),
+    ("ring-shuffled", 8, 2, 100e6, None, ("scotch", "round_robin")),
+    ("sparse-random", 8, 2, 100e6, None, ("scotch", "round_robin")),
+    ("alltoall", 8, 2, 200e6, None, ("scotch",)),
+    ("stencil2d-shuffled", 8, 2, 50e6, 4, ("scotch", "round_robin", "block")),
+    ("stencil3d-shuffled", 8, 2, 50e6, 4, ("scotch",)),
+    ("sparse-random", 8, 2, 50e6, 4, ("scotch",)),
+    ("stencil2d-shuffled", 4, 2, 20e6, None, ("scotch", "round_robin")),
+    ("ring-shuffled", 4, 2, 20e6, None, ("scotch",)),
+    ("stencil2d-shuffled", 16, 1, 100e6, None, ("scotch", "round_robin")),
+    ("sparse-random", 16, 1, 100e6, None, ("scotch",)),
+    ("stencil2d-shuffled", 16, 2, 200e6, 4, ("scotch", "round_robin")),
+]
+NETWORKS = [  # (pattern, nodes, cores, rate, switch size, k)
+    ("stencil2d-shuffled", 8, 2, 50e6, None, 4.0),
+    ("sparse-random", 8, 2, 50e6, None, 2.0),
+    ("stencil2d-natural", 4, 2, 20e6, None, 10.0),
+    ("stencil3d-shuffled", 16, 1, 50e6, None, 4.0),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the first two placement rows and one network row")
+    parser.add_argument("--keep", help="folder to keep the profiles in (default: a temporary one)")
+    args = parser.parse_args()
+    why = why_unavailable()
+    if why:
+        print(f"skipped: {why}")
+        return 0
+    exe = str(exchange_binary())
+    work = Path(args.keep or tempfile.mkdtemp(prefix="perfkit-bench-loop-"))
+    work.mkdir(parents=True, exist_ok=True)
+    placements, networks = (PLACEMENTS[:2], NETWORKS[:1]) if args.quick else (PLACEMENTS, NETWORKS)
+    rows = []
+    started = time.time()
+    for i, (name, nodes, cores, rate, switch, strategies) in enumerate(placements):
+        pattern = _scaled(_pattern(name, nodes * cores), cores, rate)
+        file = patterns.write_pattern(pattern, work / f"p{i}.txt")
+        load = os.getloadavg()[0]
+        for row in place_and_rerun([exe, str(file), f"steps={STEPS}", f"step={COMPUTE_S}"], nodes=nodes,
+                                   cores=cores, bandwidth=rate, strategies=strategies, switch_size=switch,
+                                   workdir=work / f"p{i}"):
+            leaf = f" K={switch}" if switch else ""
+            rows.append({"case": f"{name} {nodes}x{cores} {rate / 1e6:g}Mbit/s{leaf} {row['strategy']}",
+                         "pattern": name, "load_average": load, **row})
+            _print(rows[-1])
+    for i, (name, nodes, cores, rate, switch, k) in enumerate(networks):
+        pattern = _scaled(_pattern(name, nodes * cores), cores, rate)
+        file = patterns.write_pattern(pattern, work / f"n{i}.txt")
+        load = os.getloadavg()[0]
+        row = faster_network([exe, str(file), f"steps={STEPS}", f"step={COMPUTE_S}"], nodes=nodes, cores=cores,
+                             bandwidth=rate, k=k, switch_size=switch, workdir=work / f"n{i}")
+        rows.append({"case": f"{name} {nodes}x{cores} {rate / 1e6:g}Mbit/s network x{k:g}", "pattern": name,
+                     "strategy": f"network x{k:g}", "load_average": load, **row})
+        _print(rows[-1])
+    summary = _summary(rows)
+    summary["wall_s"] = time.time() - started
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps({"summary": summary, "rows": rows, "steps": STEPS, "compute_s": COMPUTE_S,
+                                   "step_network_s": STEP_NETWORK_S}, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+    print(table(rows))
+    return 0
+
+
+def _print(row: dict) -> None:
+    print(f"{row['case']:55s} bytes {row['bytes_error_pct']:+6.2f}%  elapsed pred {row['elapsed_predicted']:.3f} "
+          f"[{row['elapsed_low']:.3f}, {row['elapsed_high']:.3f}] meas {row['elapsed_measured']:.3f} "
+          f"({row['elapsed_error_pct']:+.1f}%) {'in' if row['in_interval'] else 'OUT'}", flush=True)
+
+
+def _summary(rows: list[dict]) -> dict:
+    errors = [abs(r["elapsed_error_pct"]) for r in rows]
+    return {"cases": len(rows), "bytes_within_3pct": sum(abs(r["bytes_error_pct"]) <= 3 for r in rows),
+            "bytes_max_error_pct": max(abs(r["bytes_error_pct"]) for r in rows),
+            "elapsed_in_interval": sum(r["in_interval"] for r in rows),
+            "elapsed_median_abs_error_pct": statistics.median(errors), "elapsed_max_abs_error_pct": max(errors)}
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: one line per case."""
+    lines = ["| case | inter-node bytes predicted / measured | error | elapsed before | predicted [interval] | "
+             "measured | error | in interval |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['bytes_predicted'] / 1e6:.1f} MB / {r['bytes_measured'] / 1e6:.1f} MB | "
+                     f"{r['bytes_error_pct']:+.2f}% | {r['elapsed_before_measured']:.2f} s | "
+                     f"{r['elapsed_predicted']:.2f} s [{r['elapsed_low']:.2f}, {r['elapsed_high']:.2f}] | "
+                     f"{r['elapsed_measured']:.2f} s | {r['elapsed_error_pct']:+.1f}% | "
+                     f"{'yes' if r['in_interval'] else 'no'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

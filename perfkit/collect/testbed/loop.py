@@ -1,0 +1,113 @@
+"""The closed loop on the testbed: profile a run, predict what a change buys, make the change, re-run
+it and measure. Predictions are claims about a re-run; this checks them.
+
+Two changes: another placement (``place_and_rerun``: profile under block placement, place with a
+strategy, write the launch file, re-run with it) and a faster network (``faster_network``: profile at
+a link rate, predict ``k`` times the rate, re-run on a testbed at that rate). Elapsed time is the
+profile's own (from the end of ``MPI_Init`` to the start of ``MPI_Finalize``, the collector on every
+rank in both runs), inter-node bytes the kernel's
+counters of the nodes' links.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from perfkit.collect.testbed.cluster import Testbed
+from perfkit.collect.testbed.spec import parse_rate
+from perfkit.io.open import open_profile
+from perfkit.placement.network import Network
+from perfkit.placement.predict import predict_network, predict_placement, run_seconds
+from perfkit.placement.strategies import place
+from perfkit.placement.topology import Topology
+
+LAUNCH_FILE = {"openmpi": ("rankfile", "--rankfile"), "mpich": ("machinefile", "-f")}
+
+
+def _launch(mpi: str, nprocs: int, program: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
+    if mpi == "openmpi":
+        return ["mpirun", "-np", str(nprocs), *extra, *program]
+    if mpi == "mpich":
+        return ["mpiexec.hydra", "-n", str(nprocs), *extra, *program]
+    raise ValueError(f"mpi {mpi!r}: expected 'openmpi' or 'mpich'")
+
+
+def _profiled_run(tb: Testbed, launch: list[str], output: Path, timeout: float) -> dict[str, Any]:
+    """Run ``launch`` on the testbed under the collector (with matrices); the profile and link counters."""
+    perfkit = str(Path(sys.executable).with_name("perfkit"))
+    log = output.with_suffix(".out")
+    with open(log, "w") as fh:
+        report = tb.run([perfkit, "collect", "--matrices", "-o", str(output), "--", *launch], timeout=timeout,
+                        stdout=fh)
+    text = log.read_text()
+    if report["exit_status"] != 0 or not output.exists():
+        raise RuntimeError(f"the run on the testbed failed (status {report['exit_status']}): {' '.join(launch)}\n"
+                           f"{text[-2000:]}")
+    loop = re.search(r"^exchange: loop_s ([0-9.]+)$", text, re.M)
+    ds = open_profile(output)
+    return {"profile": ds, "report": report, "elapsed": run_seconds(ds, str(ds["run"].values[0]))[0],
+            "loop_s": float(loop.group(1)) if loop else None,
+            "wire_bytes": float(sum(n["tx_bytes"] for n in report["nodes"]))}
+
+
+def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth: str | float,
+                    strategies: Sequence[str] = ("scotch",), switch_size: int | None = None,
+                    uplink: str | float | None = None, nprocs: int | None = None, mpi: str = "openmpi",
+                    workdir: str | Path | None = None, seed: int = 0, timeout: float = 600) -> list[dict[str, Any]]:
+    """Profile ``program`` under block placement on a testbed; for each of ``strategies`` place it,
+    predict (``perfkit.placement.predict.predict_placement`` with the testbed's links described),
+    re-run it with the launch file ``perfkit place`` writes; one row of predicted against measured each."""
+    nprocs = nprocs or nodes * cores
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perfkit-loop-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rate = parse_rate(bandwidth)
+    up = parse_rate(uplink) if uplink is not None else None
+    network = Network.described(rate, uplink_bit_s=up if up else (rate if switch_size else None))
+    topology = Topology(nodes=nodes, cores=cores, switch_size=switch_size)
+    fmt, flag = LAUNCH_FILE[mpi]
+    rows = []
+    with Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size, uplink=up) as tb:
+        before = _profiled_run(tb, _launch(mpi, nprocs, program), work / "before.mpinside", timeout)
+        for strategy in strategies:
+            placement = place(before["profile"], topology, strategy=strategy, seed=seed)
+            prediction = predict_placement(before["profile"], placement, network)
+            launch_file = work / f"{strategy}.{fmt}"
+            placement.write(fmt, launch_file)
+            after = _profiled_run(tb, _launch(mpi, nprocs, program, (flag, str(launch_file))),
+                                  work / f"{strategy}.mpinside", timeout)
+            rows.append({"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "switch_size": switch_size,
+                         "strategy": strategy, "mpi": mpi, "elapsed_before_measured": before["elapsed"],
+                         "wire_bytes_before": before["wire_bytes"], "loop_before_s": before["loop_s"],
+                         "loop_after_s": after["loop_s"], "kept_block": bool(placement.info.get("kept_block", False)),
+                         **prediction.compare(after["elapsed"], after["wire_bytes"]),
+                         "prediction": prediction.as_dict(), "profiles": [str(work / "before.mpinside"),
+                                                                          str(work / f"{strategy}.mpinside")]})
+    return rows
+
+
+def faster_network(program: Sequence[str], *, nodes: int, cores: int, bandwidth: str | float, k: float,
+                   switch_size: int | None = None, nprocs: int | None = None, mpi: str = "openmpi",
+                   workdir: str | Path | None = None, timeout: float = 600) -> dict[str, Any]:
+    """Profile ``program`` on links at ``bandwidth``, predict its run on links ``k`` times faster
+    (``predict_network``), re-run it on such a testbed and return predicted against measured."""
+    nprocs = nprocs or nodes * cores
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perfkit-loop-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rate = parse_rate(bandwidth)
+    network = Network.described(rate, uplink_bit_s=rate if switch_size else None)
+    topology = Topology(nodes=nodes, cores=cores, switch_size=switch_size)
+    with Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size) as tb:
+        before = _profiled_run(tb, _launch(mpi, nprocs, program), work / "before.mpinside", timeout)
+    prediction = predict_network(before["profile"], k, network, topology)
+    with Testbed(nodes, cores, bandwidth=rate * k, switch_size=switch_size) as tb:
+        after = _profiled_run(tb, _launch(mpi, nprocs, program), work / "after.mpinside", timeout)
+    return {"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "k": k, "switch_size": switch_size,
+            "mpi": mpi, "elapsed_before_measured": before["elapsed"], "loop_before_s": before["loop_s"],
+            "loop_after_s": after["loop_s"], **prediction.compare(after["elapsed"], after["wire_bytes"]),
+            "prediction": prediction.as_dict(), "profiles": [str(work / "before.mpinside"),
+                                                             str(work / "after.mpinside")]}
