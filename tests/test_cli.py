@@ -167,3 +167,47 @@ def test_convert_to_zarr_lists_and_records_refused_files(tmp_path, capsys):
     other.write_text(Path(seed).read_text())
     assert main(["convert", str(other), "-o", str(store), "--append"]) == 0
     assert list(perfkit.load(store)["run"].values) == ["mpinside_seed_tables", "other"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["convert", "x.csv", "-o", "y.zarr", "--workers", "-3"], "argument --workers: must be >= 1, got -3"),
+    (["convert", "x.csv", "-o", "y.zarr", "--workers", "1.5"], "argument --workers: not an integer: '1.5'"),
+    (["collect", "--timeout", "-5", "-o", "run.mpinside", "--", "true"], "argument --timeout: must be > 0, got -5"),
+    (["place", "x.csv", "--nodes", "0", "--ppn", "4"], "argument --nodes: must be >= 1, got 0"),
+    (["place", "x.csv", "--nodes", "2", "--ppn", "-4"], "argument --ppn: must be >= 1, got -4"),
+    (["place", "x.csv", "--nodes", "2", "--ppn", "4", "--sockets", "0"], "argument --sockets: must be >= 1"),
+    (["place", "x.csv", "--nodes", "2", "--ppn", "4", "--switch-size", "0"], "argument --switch-size: must be >= 1"),
+    (["place", "x.csv", "--nodes", "2", "--ppn", "4", "--seed", "-1"], "argument --seed: must be >= 0"),
+    (["place", "x.csv", "--nodes", "2", "--ppn", "4", "--balance", "nan"], "argument --balance: must be >= 0"),
+    (["place", "x.csv", "--nodes", "2", "--ppn", "4", "--timeout", "0"], "argument --timeout: must be > 0"),
+])
+def test_a_numeric_option_out_of_range_is_refused_in_one_line(argv, said, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"perfkit {argv[0]}: error: {err.split('error: ', 1)[1]}" and err.count("\n") == 1
+    assert said in err
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    ("[1, 2]", "it holds a JSON array"),
+    ('{"a.mpiP": 3}', "it maps a file name to a JSON number"),
+    ("{a", "not JSON: "),
+])
+def test_metadata_that_is_not_an_object_of_objects_is_a_one_line_error(content, said, tmp_path, capsys):
+    meta = tmp_path / "meta.json"
+    meta.write_text(content)
+    assert main(["convert", str(MATRIX), "-o", str(tmp_path / "out.zarr"), "--metadata", str(meta)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"perfkit convert: error: {meta}: ") and said in err and err.count("\n") == 1
+    assert not (tmp_path / "out.zarr").exists()
+
+
+@pytest.mark.parametrize("argv", [["info", "{missing}"], ["convert", "{missing}", "-o", "{out}"],
+                                  ["place", "{missing}", "--nodes", "1", "--ppn", "4"],
+                                  ["convert", str(MATRIX), "-o", "{out}", "--metadata", "{missing}"]])
+def test_a_missing_file_is_named_as_missing(argv, tmp_path, capsys):
+    missing = tmp_path / "nowhere.mpiP"
+    assert main([a.format(missing=missing, out=tmp_path / "out.zarr") for a in argv]) == 1
+    assert capsys.readouterr().err == f"perfkit {argv[0]}: error: no such file: {missing}\n"

@@ -129,7 +129,7 @@ def _parse_anchor(tree: Any) -> Any:
 
 def _check_file(path: Path) -> None:
     if not path.exists():
-        raise FileNotFoundError(path)
+        raise FileNotFoundError(f"no such file: {path}")
     if not path.is_file():
         raise PerfkitFormatError(path, None, f"is a directory, expected {EXPECTED}")
     if path.stat().st_size == 0:

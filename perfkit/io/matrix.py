@@ -85,7 +85,7 @@ def read_matrix(path: str | PathLike, *, fmt: str | None = None, quantity: str =
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(path)
+        raise FileNotFoundError(f"no such file: {path}")
     if path.stat().st_size == 0:
         raise PerfkitFormatError(path, None, "the file is empty, expected a square matrix")
     kind = _format_of(path, fmt)

@@ -111,7 +111,7 @@ def sniff_format(path: str | PathLike) -> str:
     """Name of the format of ``path``, judged from its content."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(path)
+        raise FileNotFoundError(f"no such file: {path}")
     head = b""
     if path.is_file():
         with open(path, "rb") as fh:
