@@ -3,13 +3,16 @@
 Each scenario runs on 4 ranks under the collector (measured late-sender and collective waits).
 The truth is the lab's zero-cost model: prescribed compute per rank and when each rank ends.
 Its elapsed time is that of an ideal network, so the truth's transfer efficiency is 1 and its
-serialisation efficiency equals its communication efficiency.
+serialisation efficiency equals its communication efficiency. The checks skip, saying so, when the
+scheduling noise around and in a run (``perfkit.collect.lab.noise``) takes more than its share of
+the tolerance: a loaded machine's delays are in no truth.
 """
 
 from __future__ import annotations
 
 import shutil
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -17,6 +20,8 @@ import xarray as xr
 
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.pop import pop_metrics
+from perfkit.collect.lab.noise import exchange_delay
+from tests.helpers import skip_when_noisy, with_noise
 
 pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None or shutil.which("mpirun") is None,
                                 reason="the lab needs mpicc and mpirun (an MPI installation)")
@@ -31,6 +36,8 @@ PARAMS = {"balanced": {"step_seconds": STEP}, "static_imbalance": {"step_seconds
           "collective_imbalance": {"step_seconds": STEP, "extra_seconds": STEP, "root_extra_seconds": STEP / 2},
           "oversubscribed": {}}
 TOLERANCE = 0.03
+#: What TOLERANCE is in time [s per step]: an efficiency is a ratio of times over the steps.
+TOLERANCE_PER_STEP = TOLERANCE * STEP
 #: What the first finding's title must say, per scenario, and why.
 FIRST = {
     "balanced": ("Efficient",),
@@ -59,26 +66,29 @@ def truth_pop(truth: xr.Dataset) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """Scenario -> (its lab run on 4 ranks, the scheduling noise it ran in [s per step])."""
     from perfkit.collect import lab
 
     out = {}
     for name in SCENARIOS:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            done = lab.run(name, 4, steps=STEPS, workdir=tmp_path_factory.mktemp(name), **PARAMS[name])
+            done, noise = with_noise(partial(lab.run, name, 4, steps=STEPS, workdir=tmp_path_factory.mktemp(name),
+                                             **PARAMS[name]), exchange_delay)
         assert done.profile is not None, done.message
-        out[name] = done
+        out[name] = done, noise
     return out
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_pop_metrics_match_the_truth(runs, name):
-    run = runs[name]
+    run, noise = runs[name]
     pop = pop_metrics(run.profile)
     assert set(pop["evidence"].values[0]) == {"measured"}
     if run.truth.attrs["unavailable"]:  # oversubscribed: busy-loop compute, wall time not prescribed
         assert np.isnan(run.truth["compute_time"]).all()
         return
+    skip_when_noisy(noise, TOLERANCE_PER_STEP)
     for metric, true in truth_pop(run.truth).items():
         if name == "collective_imbalance" and metric in SYNC_COST and abs(float(pop[metric][0]) - true) > TOLERANCE:
             pytest.xfail(f"{metric}: the truth counts the collectives' synchronisation as free; on 4 ranks sharing "
@@ -92,7 +102,9 @@ SYNC_COST = {"transfer_efficiency", "communication_efficiency", "parallel_effici
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_first_finding_names_the_cause(runs, name):
-    first = diagnose(runs[name].profile).iloc[0]
+    run, noise = runs[name]
+    skip_when_noisy(noise, TOLERANCE_PER_STEP)
+    first = diagnose(run.profile).iloc[0]
     assert first["category"] == "efficiency"
     assert any(words in first["title"] for words in FIRST[name]), first["title"]
     assert "measured" in first["text"]

@@ -1,4 +1,8 @@
-"""The collector's wrappers on a program with known counts, bytes and one late sender; its command; its output."""
+"""The collector's wrappers on a program with known counts, bytes and one late sender; its command; its output.
+
+The late sender's 50 ms is checked within 2.5 ms (a collector mis-timing by 10 % fails), unless the
+scheduling noise around the run (``perfkit.collect.lab.noise``) takes more than its share of that.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +21,11 @@ from perfkit.collect.generate import c_source, fortran_source, function_ids
 from perfkit.collect.launch import mpirun_command
 from perfkit.collect.raw import RawCollectorError, read_raw
 from perfkit.collect.signatures import SIGNATURES
+from tests.helpers import skip_when_noisy, with_noise
 
 PROGRAMS = Path(__file__).parent / "programs"
+#: How close the late sender's wait and compute must be to the 50 ms it sleeps [s].
+LATE_TOLERANCE = 0.0025
 NO_MPI = next((f"{tool} not on PATH" for tool in ("mpicc", "mpirun") if shutil.which(tool) is None), None)
 needs_mpi = pytest.mark.skipif(NO_MPI is not None, reason=f"MPI: {NO_MPI} (Debian: apt install openmpi-bin "
                                                           "libopenmpi-dev; ./dev test installs it when root)")
@@ -37,15 +44,22 @@ def test_every_signature_has_a_c_and_a_fortran_wrapper():
 
 
 @pytest.fixture(scope="module")
-def coverage_profile(tmp_path_factory) -> xr.Dataset:
+def coverage_run(tmp_path_factory) -> tuple[xr.Dataset, float]:
+    """The coverage program's profile and the scheduling noise around its run [s per step]."""
     if NO_MPI:
         pytest.skip(NO_MPI)
     work = tmp_path_factory.mktemp("coverage")
     subprocess.run(["mpicc", "-O2", str(PROGRAMS / "coverage.c"), "-o", str(work / "coverage")], check=True)
-    result = collect(mpirun_command(4, [str(work / "coverage")]), work / "coverage.mpinside", slt=True,
-                     collective_wait=True, matrices=True, timeout=120)
+    result, noise = with_noise(lambda: collect(mpirun_command(4, [str(work / "coverage")]),
+                                               work / "coverage.mpinside", slt=True, collective_wait=True,
+                                               matrices=True, timeout=120))
     assert result.returncode == 0 and result.output is not None, result.message
-    return perfkit.open_profile(result.output)
+    return perfkit.open_profile(result.output), noise
+
+
+@pytest.fixture
+def coverage_profile(coverage_run) -> xr.Dataset:
+    return coverage_run[0]
 
 
 def _table(ds, metric: str, function: str) -> list[float]:
@@ -93,12 +107,14 @@ def test_point_to_point_matrices_are_exact(coverage_profile):
 
 
 @needs_mpi
-def test_a_late_sender_on_a_split_communicator_is_send_late_time_with_any_source(coverage_profile):
-    w = _table(coverage_profile, "time", "w_MPI_Recv")
-    assert w[0] == pytest.approx(0.05, abs=0.01)  # rank 1 sleeps 50 ms before sending to rank 0
-    assert max(w[1:]) < 0.005
-    compute = _table(coverage_profile, "time", "Compute")
-    assert compute[1] == pytest.approx(0.05, abs=0.01)
+def test_a_late_sender_on_a_split_communicator_is_send_late_time_with_any_source(coverage_run):
+    profile, noise = coverage_run
+    skip_when_noisy(noise, LATE_TOLERANCE)  # one late send: the run is one step
+    w = _table(profile, "time", "w_MPI_Recv")
+    assert w[0] == pytest.approx(0.05, abs=LATE_TOLERANCE)  # rank 1 sleeps 50 ms before sending to rank 0
+    assert max(w[1:]) < LATE_TOLERANCE
+    compute = _table(profile, "time", "Compute")
+    assert compute[1] == pytest.approx(0.05, abs=LATE_TOLERANCE)
 
 
 @needs_mpi

@@ -2,12 +2,16 @@
 
 Every scenario at 2, 4 and 8 ranks on this machine (more ranks than cores: compute is a sleep, so
 the truth holds): per-rank compute within 5 %; send-late time and collective wait, per rank and MPI
-call, within 10 % or 2 ms per step; calls per MPI function and the rank-to-rank matrices exact;
-``perfkit.validate`` passes. Failing programs end without hanging and say what happened.
+call, within 5 % or 1.5 ms per step (a collector mis-timing waits by 10 % fails); calls per MPI
+function and the rank-to-rank matrices exact; ``perfkit.validate`` passes. Failing programs end
+without hanging and say what happened.
 
 Wall-time quantities are compared with the run's *realised* truth: the same simulation fed with the
 compute durations the ranks actually got (a shared, loaded machine wakes sleepers late; that is
-the machine's doing, not the collector's). Calls and matrices do not depend on it.
+the machine's doing, not the collector's). Time a rank polls without a core is in no truth: the
+timing checks skip, saying so, when the scheduling noise around and in the run
+(``perfkit.collect.lab.noise``) takes more than its share of the tolerance. Calls and matrices do not
+depend on it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import pytest
 import perfkit
 from perfkit.collect import lab
 from perfkit.collect.lab.build import missing_tools
+from perfkit.collect.lab.noise import exchange_delay
+from tests.helpers import skip_when_noisy, with_noise
 
 try:
     from perfkit.collect import collect  # noqa: F401
@@ -35,8 +41,8 @@ pytestmark = [
 ]
 
 COMPUTE_REL = 0.05
-WAIT_REL = 0.10
-WAIT_FLOOR_PER_STEP = 0.002  # [s]
+WAIT_REL = 0.05
+WAIT_FLOOR_PER_STEP = 0.0015  # [s]
 #: MPI calls a profile may hold or leave out (start-up and shut-down, no data moved).
 OPTIONAL_CALLS = {"MPI_Init", "MPI_Finalize"}
 
@@ -55,21 +61,23 @@ CASES = [(s, n, ()) for s in CONFIG for n in (2, 4, 8)] + [
     ("fortran_halo", 4, (("interface", "mpif_h"),)),
 ]
 IDS = [f"{s}-np{n}" + "".join(f"-{k}={v}" for k, v in extra) for s, n, extra in CASES]
-_RUNS: dict[tuple, lab.LabRun] = {}
+_RUNS: dict[tuple, tuple[lab.LabRun, float]] = {}
 
 
 @pytest.fixture
 def measured_run(request, tmp_path_factory):
-    """The lab run of one case (slt, collective wait and matrices on), shared by the tests of that case."""
+    """The lab run of one case (slt, collective wait and matrices on), its measured profile and the
+    scheduling noise it ran in [s per step]; shared by the tests of that case."""
     scenario, nprocs, extra = request.param
     key = (scenario, nprocs, extra)
     if key not in _RUNS:
         workdir = tmp_path_factory.mktemp(f"{scenario}-np{nprocs}")
-        _RUNS[key] = lab.run(scenario, nprocs, workdir=workdir, timeout=120, **CONFIG[scenario], **dict(extra))
-    run = _RUNS[key]
+        _RUNS[key] = with_noise(lambda: lab.run(scenario, nprocs, workdir=workdir, timeout=120, **CONFIG[scenario],
+                                                **dict(extra)), exchange_delay)
+    run, noise = _RUNS[key]
     assert run.profile is not None, f"{scenario} at {nprocs} ranks: no profile ({run.returncode}): {run.message}"
     assert run.realised is not None, f"{scenario} at {nprocs} ranks: the ranks recorded no compute durations"
-    return run, lab.measured(run.profile)
+    return run, lab.measured(run.profile), noise
 
 
 #: Scenarios whose wall-clock truth is not set by their parameters: busy ranks sharing cores are
@@ -78,9 +86,11 @@ TIMING_UNKNOWN = {"oversubscribed": "busy compute on shared cores: wall-clock co
                                     "calls and matrices are checked"}
 
 
-def _timed(run: lab.LabRun) -> None:
+def _timed(run: lab.LabRun, noise: float) -> None:
+    """Skip a wall-time check the scenario does not prescribe or the run's scheduling noise [s per step] spoils."""
     if run.scenario in TIMING_UNKNOWN:
         pytest.skip(TIMING_UNKNOWN[run.scenario])
+    skip_when_noisy(noise, WAIT_FLOOR_PER_STEP)
 
 
 def _case(scenario: str, nprocs: int, params: dict) -> str:
@@ -115,7 +125,7 @@ def _wait_off(run: lab.LabRun, m, name: str, truth_ds) -> list[str]:
 
 @pytest.mark.parametrize("measured_run", CASES, ids=IDS, indirect=True)
 def test_profile_validates(measured_run):
-    run, m = measured_run
+    run, m, _ = measured_run
     assert run.returncode == 0, run.message
     perfkit.validate(run.profile)
     assert list(m["rank"].values) == list(range(run.nprocs))
@@ -123,8 +133,8 @@ def test_profile_validates(measured_run):
 
 @pytest.mark.parametrize("measured_run", CASES, ids=IDS, indirect=True)
 def test_compute_time(measured_run):
-    run, m = measured_run
-    _timed(run)
+    run, m, noise = measured_run
+    _timed(run, noise)
     truth = run.realised["compute_time"].values
     got = m["compute_time"].values
     bad = [f"rank {r}: measured {got[r]:.4f} s, truth {truth[r]:.4f} s" for r in range(run.nprocs)
@@ -134,23 +144,23 @@ def test_compute_time(measured_run):
 
 @pytest.mark.parametrize("measured_run", CASES, ids=IDS, indirect=True)
 def test_send_late_time(measured_run):
-    run, m = measured_run
-    _timed(run)
+    run, m, noise = measured_run
+    _timed(run, noise)
     bad = _wait_problems(run, m, "send_late")
     assert not bad, f"{_case(run.scenario, run.nprocs, run.params)} (slt=True): {bad}"
 
 
 @pytest.mark.parametrize("measured_run", CASES, ids=IDS, indirect=True)
 def test_collective_wait(measured_run):
-    run, m = measured_run
-    _timed(run)
+    run, m, noise = measured_run
+    _timed(run, noise)
     bad = _wait_problems(run, m, "collective_wait")
     assert not bad, f"{_case(run.scenario, run.nprocs, run.params)} (collective_wait=True): {bad}"
 
 
 @pytest.mark.parametrize("measured_run", CASES, ids=IDS, indirect=True)
 def test_calls_per_function(measured_run):
-    run, m = measured_run
+    run, m, _ = measured_run
     truth = run.truth["calls"]
     want = set(map(str, truth["function"].values))
     have = set(map(str, m["calls"]["function"].values))
@@ -163,7 +173,7 @@ def test_calls_per_function(measured_run):
 
 @pytest.mark.parametrize("measured_run", CASES, ids=IDS, indirect=True)
 def test_matrices_exact(measured_run):
-    run, m = measured_run
+    run, m, _ = measured_run
     for q in ("bytes", "count"):
         np.testing.assert_array_equal(m[f"traffic_{q}"].values, run.truth[f"traffic_{q}"].values,
                                       err_msg=f"{_case(run.scenario, run.nprocs, run.params)}: traffic {q}")
@@ -172,12 +182,13 @@ def test_matrices_exact(measured_run):
 def test_basic_mode_puts_the_waits_in_the_calls(tmp_path):
     """Without slt / collective wait there are no w_ / b_ entries; the waits stay inside MPI_Waitall."""
     params = CONFIG["static_imbalance"]
-    run = lab.run("static_imbalance", 4, slt=False, collective_wait=False, matrices=False, workdir=tmp_path,
-                  **params)
+    run, noise = with_noise(lambda: lab.run("static_imbalance", 4, slt=False, collective_wait=False, matrices=False,
+                                            workdir=tmp_path, **params), exchange_delay)
     assert run.profile is not None and run.realised is not None, run.message
     perfkit.validate(run.profile)
     m = lab.measured(run.profile)
     assert np.isnan(m["send_late"]).all() and np.isnan(m["collective_wait"]).all()
+    skip_when_noisy(noise, WAIT_FLOOR_PER_STEP)
     np.testing.assert_allclose(m["compute_time"], run.realised["compute_time"], rtol=COMPUTE_REL)
     waitall = run.profile["profile"].isel(run=0).sel(metric="time", function="MPI_Waitall").values
     truth = run.realised["send_late"].sel(function="MPI_Waitall").values

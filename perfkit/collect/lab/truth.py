@@ -52,7 +52,7 @@ def get_scenario(name: str) -> Scenario:
         raise KeyError(f"unknown lab scenario {name!r}; known: {sorted(SCENARIOS)}") from None
 
 
-def _realise(program: list[list[Op]], realised: Sequence[Sequence[tuple[float, float]]]) -> list[list[Op]]:
+def realise(program: list[list[Op]], realised: Sequence[Sequence[tuple[float, float]]]) -> list[list[Op]]:
     """``program`` with its Compute ops replaced, rank by rank and in order, by the ``realised``
     (start, end) intervals [s], counted from the earliest start."""
     if len(realised) != len(program):
@@ -83,7 +83,7 @@ def truth(scenario: str, nprocs: int, *, realised: Sequence[Sequence[tuple[float
     p = sc.params(**params)
     program = sc.program(nprocs, p)
     if realised is not None:
-        program = _realise(program, realised)
+        program = realise(program, realised)
     tr = simulate(program)
     ranks = np.arange(nprocs)
     funcs = tr.functions
