@@ -5,7 +5,9 @@ Every reader returns, and every analysis accepts, an ``xarray.Dataset`` with
 * ``profile``: float64 cube with dims ``(run, rank, function, metric)``; NaN where a value
   was not measured or the rank does not exist in that run;
 * ``traffic`` (optional): dims ``(run, sender, receiver, quantity)``, sender -> receiver;
-* ``sizes`` (optional): dims ``(run, rank, function, size_bin, stat)``.
+* ``sizes`` (optional): dims ``(run, rank, function, size_bin, stat)``;
+* ``timeline`` (optional, traces): dims ``(run, rank, time_bin, timeline_kind)`` [s], with the
+  per-run bin centres ``time`` (``run, time_bin``) [s].
 
 See ``docs/contract.md`` for the full description.
 """
@@ -356,7 +358,26 @@ def combined_coords(datasets: Sequence[xr.Dataset]) -> dict[str, Any]:
     for name, dim in labelled.items():
         mapping = _coord_map(datasets, name, dim, strict=False)
         coords[name] = (dim, [mapping.get(v, "") for v in labels_of[dim].tolist()])
+    per_run = {n: c.dims for d in datasets for n, c in d.coords.items() if len(c.dims) == 2 and c.dims[0] == "run"}
+    for name, dims in per_run.items():
+        coords[name] = (dims, _run_table(datasets, name, dims[1], labels_of[dims[1]]), _attrs_of(datasets, name))
     return coords
+
+
+def _run_table(datasets: Sequence[xr.Dataset], name: str, dim: str, labels: np.ndarray) -> np.ndarray:
+    """A numeric (run, ``dim``) coordinate across runs over the union ``labels`` (NaN where a run lacks it)."""
+    out = np.full((sum(d.sizes["run"] for d in datasets), labels.size), np.nan)
+    row = 0
+    for d in datasets:
+        if name in d.coords:
+            out[row:row + d.sizes["run"], pd.Index(labels).get_indexer(d[dim].values)] = d[name].values
+        row += d.sizes["run"]
+    return out
+
+
+def _attrs_of(datasets: Sequence[xr.Dataset], name: str) -> dict[str, Any]:
+    """The attributes of coordinate ``name`` in the first dataset that has it."""
+    return next(dict(d[name].attrs) for d in datasets if name in d.coords)
 
 
 def combine_coord_attrs(out: xr.Dataset, datasets: Sequence[xr.Dataset]) -> xr.Dataset:

@@ -20,7 +20,8 @@ class Definitions:
     ``world`` maps a location reference to its rank in MPI_COMM_WORLD; ``comm_ranks`` maps a
     communicator reference to the world ranks of its members, in communicator-rank order (an empty
     array for MPI_COMM_SELF: its only member is the calling rank). ``regions`` maps a region
-    reference to its name. Timestamps are integer ticks, ``resolution`` per second.
+    reference to its name. Timestamps are integer ticks, ``resolution`` per second; the trace
+    starts at tick ``start`` and lasts ``length`` ticks (its clock properties).
     """
 
     path: Path
@@ -28,6 +29,8 @@ class Definitions:
     world: dict[int, int]
     comm_ranks: dict[int, np.ndarray]
     regions: dict[int, str]
+    start: int = 0
+    length: int = 0
     hosts: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -74,4 +77,5 @@ def read_definitions(path: Path, trace: Any) -> Definitions:
         node = getattr(loc.group, "system_tree_parent", None)
         hosts[world[loc._ref]] = node.name if node is not None else ""
     return Definitions(path=path, resolution=int(clock.timer_resolution), world=world, comm_ranks=comm_ranks,
-                       regions={r._ref: str(r.name) for r in defs.regions}, hosts=hosts, warnings=warnings)
+                       regions={r._ref: str(r.name) for r in defs.regions}, start=int(clock.global_offset),
+                       length=int(clock.trace_length), hosts=hosts, warnings=warnings)

@@ -19,6 +19,7 @@ import numpy as np
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.otf2.definitions import EXPECTED, Definitions
+from perfkit.io.otf2.timeline import NONE, RankTimeline
 
 #: Events asked from the library per call (bounds the reader's own buffering).
 BATCH = 65536
@@ -72,11 +73,17 @@ class RankStream:
     """OTF2 event-reader callbacks that reduce one location's events into a ``RankEvents``.
 
     One object serves every rank in turn (``start``, ``finish``). ``callbacks`` maps each OTF2 event
-    name to its own method (the library must never get one function for two event types).
+    name to its own method (the library must never get one function for two event types). With a
+    ``timeline``, every change of the innermost region's kind (``kinds``: region reference -> ``KINDS``
+    index) is marked on it.
     """
 
-    def __init__(self, defs: Definitions) -> None:
+    def __init__(self, defs: Definitions, timeline: RankTimeline | None = None,
+                 kinds: dict[int, int] | None = None) -> None:
         self.defs = defs
+        self.timeline = timeline
+        self.kinds = kinds or {}
+        self._kind = NONE
         self.out = RankEvents(-1)
         self._stack: list[list[int]] = []
         self._requests: dict[int, tuple[int, int]] = {}
@@ -94,6 +101,9 @@ class RankStream:
         self._stack = []
         self._requests = {}
         self._post_seq = 0
+        self._kind = NONE
+        if self.timeline is not None:
+            self.timeline.start(rank)
 
     def finish(self) -> RankEvents:
         """The reductions of the rank just read (regions still open are closed at its last event)."""
@@ -101,6 +111,9 @@ class RankStream:
         while self._stack:
             self._close(out.last)
             out.unbalanced += 1
+        if self.timeline is not None:
+            self._mark(out.last)
+            self.timeline.flush()
         return out
 
     # --- regions ---------------------------------------------------------------------------
@@ -121,6 +134,8 @@ class RankStream:
         visits = self.out.region_visits
         visits[region] = visits.get(region, 0) + 1
         self._stack.append([region, time, -1])
+        if self.timeline is not None:
+            self._mark(time)
 
     def leave(self, location: int, time: int, position: int, user: Any, attributes: Any, region: int) -> None:
         """Leave event: pop the region (a Leave without its Enter is counted, not trusted)."""
@@ -130,11 +145,20 @@ class RankStream:
             if not self._stack:
                 return
         self._close(time)
+        if self.timeline is not None:
+            self._mark(time)
 
     def _close(self, time: int) -> None:
         frame = self._stack.pop()
         if frame[2] >= 0:
             self.out.inst_leave[frame[2]] = time
+
+    def _mark(self, time: int) -> None:
+        """Mark the kind of the innermost open region from ``time`` on, when it changed."""
+        kind = self.kinds.get(self._stack[-1][0], NONE) if self._stack else NONE
+        if kind != self._kind:
+            self._kind = kind
+            self.timeline.mark(time, kind)
 
     def _instance(self) -> tuple[int, int, int]:
         """(instance id, region, enter tick) of the innermost open region, which becomes an instance."""
@@ -235,8 +259,10 @@ class RankStream:
         out.region_bytes_recv[region] = out.region_bytes_recv.get(region, 0) + received
 
 
-def stream_ranks(trace: Any, defs: Definitions) -> Iterator[RankEvents]:
-    """Read the events of every MPI rank of the opened ``trace``, one rank after the other.
+def stream_ranks(trace: Any, defs: Definitions, timeline: RankTimeline | None = None,
+                 kinds: dict[int, int] | None = None) -> Iterator[RankEvents]:
+    """Read the events of every MPI rank of the opened ``trace``, one rank after the other (marking
+    region kinds on ``timeline``, see ``RankStream``).
 
     Local definitions (mapping tables, clock offsets) of a rank are read before its events; a
     missing or truncated events file raises ``PerfkitFormatError`` naming it.
@@ -247,7 +273,7 @@ def stream_ranks(trace: Any, defs: Definitions) -> Iterator[RankEvents]:
     locations = sorted(defs.world, key=defs.world.__getitem__)
     for ref in locations:
         _otf2.Reader_SelectLocation(handle, ref)
-    stream = RankStream(defs)
+    stream = RankStream(defs, timeline, kinds)
     callbacks = _otf2.EvtReaderCallbacks_New()
     try:
         pointers = [_register(callbacks, name, _guarded(stream, function))

@@ -7,7 +7,9 @@ function rows, taken out of their call's time: ``w_MPI_Xxx`` late sender (kind
 collective waits (``wait_collective``); the rest of the call stays ``transfer``. ``traffic`` is
 exact from the message records, in world ranks; ``sizes`` histograms messages by size (power-of-two
 bins, labelled by their upper edge [B]); ``wait_states`` (run, rank, state) keeps Scalasca's finer
-states [s], with the wrong-order part of late sender.
+states [s], with the wrong-order part of late sender. ``timeline`` (run, rank, time_bin,
+timeline_kind) holds the seconds of each kind per rank in each of ``timeline_bins`` equal time bins
+(``perfkit.io.otf2.timeline``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import xarray as xr
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.otf2.definitions import EXPECTED, Definitions, read_definitions
 from perfkit.io.otf2.events import RankEvents, stream_ranks
+from perfkit.io.otf2.timeline import DEFAULT_BINS, NONE, Bins, RankTimeline
 from perfkit.io.otf2.waits import BLOCKING_SENDS, STATES, Records, Waits, compute_waits
-from perfkit.model import COMPUTE, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
+from perfkit.model import COMPUTE, KINDS, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
 
 READER = "perfkit.io.otf2"
 #: Wait rows: (prefix, kind) per wait of ``Waits``.
@@ -39,8 +42,13 @@ def sniff(path: Path, head: bytes) -> bool:
     return len(head) >= 6 and head[1:2] in (b"B", b"L") and head[2:6] == ANCHOR_MAGIC
 
 
-def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
-    """Read one OTF2 trace (its anchor file, or the experiment folder) into a one-run Dataset."""
+def read(path: str | PathLike, *, timeline_bins: int = DEFAULT_BINS, **run_metadata: Any) -> xr.Dataset:
+    """Read one OTF2 trace (its anchor file, or the experiment folder) into a one-run Dataset.
+
+    ``timeline_bins``: number of equal time bins of the ``timeline`` variable (0: no timeline).
+    """
+    if int(timeline_bins) < 0:
+        raise ValueError(f"timeline_bins must be >= 0, got {timeline_bins}")
     anchor = _anchor(Path(path))
     import otf2
 
@@ -51,10 +59,17 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
                                  f"{anchor.stem}.def ({type(exc).__name__}: {exc}); expected {EXPECTED}") from exc
     try:
         defs = read_definitions(anchor, trace)
-        ranks = list(stream_ranks(trace, defs))
+        bins = Bins.over(defs.start, defs.length, int(timeline_bins), defs.nranks) if timeline_bins else None
+        kinds = region_kinds(defs)
+        ranks = list(stream_ranks(trace, defs, RankTimeline(bins) if bins else None, kinds))
     finally:
         trace.close()
-    return build(defs, ranks, run_metadata)
+    return build(defs, ranks, run_metadata, bins, kinds)
+
+
+def region_kinds(defs: Definitions) -> dict[int, int]:
+    """``KINDS`` index of every region: its function's kind (non-MPI regions are compute)."""
+    return {ref: KINDS.index(default_kind(_function_of(name))) for ref, name in defs.regions.items()}
 
 
 def _anchor(path: Path) -> Path:
@@ -107,8 +122,10 @@ def records(ranks: list[RankEvents]) -> Records:
     )
 
 
-def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, Any]) -> xr.Dataset:
-    """The canonical Dataset from the per-rank reductions and records of a trace."""
+def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, Any], timeline: Bins | None = None,
+          kinds: dict[int, int] | None = None) -> xr.Dataset:
+    """The canonical Dataset from the per-rank reductions and records of a trace (and its ``timeline``
+    bins, filled while streaming with region ``kinds``)."""
     warnings = list(defs.warnings)
     rec = records(ranks)
     waits = compute_waits(rec, defs.regions, defs.comm_ranks, defs.nranks)
@@ -129,7 +146,34 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
     ds["wait_states"] = (("run", "rank", "state"), seconds[np.newaxis], {"units": "s"})
     ds = ds.assign_coords(state=list(STATES))
     ds.attrs["otf2_timer_resolution"] = defs.resolution
+    if timeline is not None:
+        ds = _with_timeline(ds, defs, timeline, rec, waits, kinds or {})
     return ds
+
+
+def _with_timeline(ds: xr.Dataset, defs: Definitions, bins: Bins, rec: Records, waits: Waits,
+                   kinds: dict[int, int]) -> xr.Dataset:
+    """``ds`` with ``timeline`` [s] (run, rank, time_bin, timeline_kind), its waits moved out of their
+    calls: each wait is the interval [enter, enter + wait) of its MPI call instance.
+    """
+    lookup = np.full(max([*kinds, int(rec.inst_region.max(initial=0))]) + 2, NONE, dtype=np.int64)
+    lookup[list(kinds)] = list(kinds.values())
+    own = lookup[rec.inst_region]  # an event outside any region (-1) reads the last entry, NONE
+    mpi = (own >= 0) & (own != KINDS.index("compute"))
+    for state, (_, kind) in WAIT_ROWS.items():
+        ticks = getattr(waits, state)
+        hit = mpi & (ticks > 0)
+        enter, end = rec.inst_enter[hit], rec.inst_enter[hit] + ticks[hit]
+        bins.add(rec.inst_rank[hit], enter, end, own[hit], sign=-1)
+        bins.add(rec.inst_rank[hit], enter, end, KINDS.index(kind))
+    width = bins.width / defs.resolution
+    ds["timeline"] = (("run", "rank", "time_bin", "timeline_kind"), bins.ticks[np.newaxis] / defs.resolution,
+                      {"units": "s", "description": "seconds of each kind per rank and time bin"})
+    index = np.arange(bins.nbins)
+    return ds.assign_coords(time_bin=index, timeline_kind=list(KINDS),
+                            time=(("run", "time_bin"), ((index + 0.5) * width)[np.newaxis],
+                                  {"units": "s", "description": "bin centre from the run's start"}),
+                            time_bin_width=("run", [width], {"units": "s"}))
 
 
 def _function_of(name: str) -> str:

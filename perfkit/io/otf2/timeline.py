@@ -1,0 +1,99 @@
+"""A trace's timeline: per rank, the ticks of each ``kind`` in each time bin, accumulated while streaming.
+
+The bins are ``nbins`` equal intervals of ``width`` integer ticks from the run's start ``start``
+(the trace's global offset); they cover the trace's length (the last bin may reach past its end).
+While a rank's events are read, every change of the innermost region's kind is a *transition*
+(tick, kind); transitions are buffered and folded into the bins every ``BATCH`` of them, so the
+memory does not grow with the number of events. Wait states, known only once every rank is read,
+are then moved out of their call's kind: each wait is the interval from its instance's enter to
+enter + wait (``perfkit.io.otf2.waits``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfkit.model import KINDS
+
+#: Transitions buffered per rank before they are folded into the bins.
+BATCH = 65536
+#: Kind code of "no region open" (time outside the rank's outermost region is no kind).
+NONE = -1
+#: Bins of the timeline when the user does not choose.
+DEFAULT_BINS = 100
+
+
+@dataclass
+class Bins:
+    """``nbins`` bins of ``width`` ticks from tick ``start``; ``ticks`` (rank, bin, kind) accumulates."""
+
+    start: int
+    width: int
+    nbins: int
+    ticks: np.ndarray
+
+    @classmethod
+    def over(cls, start: int, length: int, nbins: int, nranks: int) -> Bins:
+        """Bins covering ``length`` ticks from ``start`` (integer width, rounded up)."""
+        width = max(1, -(-max(length, 1) // nbins))
+        return cls(start, width, nbins, np.zeros((nranks, nbins, len(KINDS)), dtype=np.int64))
+
+    def add(self, rank: np.ndarray | int, begin: np.ndarray, end: np.ndarray, kind: np.ndarray | int,
+            sign: int = 1) -> None:
+        """Add (``sign`` -1: remove) the intervals [``begin``, ``end``) ticks of ``kind`` to ``rank``'s bins.
+
+        Each interval adds its overlap with every bin; the parts outside the bins are dropped.
+        """
+        span = self.nbins * self.width
+        a = np.clip(np.asarray(begin, dtype=np.int64) - self.start, 0, span)
+        b = np.clip(np.asarray(end, dtype=np.int64) - self.start, 0, span)
+        rank, kind = np.broadcast_to(rank, a.shape), np.broadcast_to(kind, a.shape)
+        keep = (b > a) & (kind >= 0)
+        a, b, rank, kind = a[keep], b[keep], rank[keep], kind[keep]
+        if not a.size:
+            return
+        first, last = a // self.width, (b - 1) // self.width
+        # head bin: up to its end or the interval's end; tail bin: from its start; full bins between
+        head = np.minimum(b, (first + 1) * self.width) - a
+        tail = np.where(last > first, b - last * self.width, 0)
+        middle = np.maximum(last - first - 1, 0)
+        rows = np.repeat(np.arange(a.size), middle)
+        offsets = np.arange(rows.size) - np.repeat(np.cumsum(middle) - middle, middle)
+        bins = np.concatenate([first, last, first[rows] + 1 + offsets])
+        values = np.concatenate([head, tail, np.full(rows.size, self.width)])
+        ranks, kinds = np.concatenate([rank, rank, rank[rows]]), np.concatenate([kind, kind, kind[rows]])
+        flat = (ranks * self.nbins + bins) * len(KINDS) + kinds
+        self.ticks += sign * np.bincount(flat, weights=values, minlength=self.ticks.size).astype(np.int64).reshape(
+            self.ticks.shape)
+
+
+class RankTimeline:
+    """Buffers one rank's kind transitions and folds them into ``bins``."""
+
+    def __init__(self, bins: Bins) -> None:
+        self.bins = bins
+        self.rank = -1
+        self.times: list[int] = []
+        self.kinds: list[int] = []
+
+    def start(self, rank: int) -> None:
+        """Begin the transitions of world rank ``rank``."""
+        self.rank = rank
+        self.times, self.kinds = [], []
+
+    def mark(self, time: int, kind: int) -> None:
+        """From tick ``time`` on, the rank's time is of ``kind`` (a ``KINDS`` index, or ``NONE``)."""
+        self.times.append(time)
+        self.kinds.append(kind)
+        if len(self.times) >= BATCH:
+            self.flush(keep_last=True)
+
+    def flush(self, keep_last: bool = False) -> None:
+        """Fold the buffered transitions into the bins; ``keep_last``: the last one stays open."""
+        if len(self.times) > 1:
+            times = np.asarray(self.times, dtype=np.int64)
+            self.bins.add(self.rank, times[:-1], times[1:], np.asarray(self.kinds[:-1], dtype=np.int64))
+        last = (self.times[-1:], self.kinds[-1:]) if keep_last else ([], [])
+        self.times, self.kinds = list(last[0]), list(last[1])
