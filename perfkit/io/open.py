@@ -231,11 +231,27 @@ def _where(ds: xr.Dataset) -> str:
 _OWN_COORDS = ("label", "source", "detail")
 
 
+def _with_functions_of(primary: xr.Dataset, other: xr.Dataset) -> xr.Dataset:
+    """``primary`` extended (NaN) by the functions only ``other`` has, their coordinates (call, kind,
+    ...) taken from ``other``."""
+    have = set(map(str, primary["function"].values))
+    extra = [f for f in map(str, other["function"].values) if f not in have]
+    if not extra:
+        return primary
+    out = primary.reindex(function=[*map(str, primary["function"].values), *extra])
+    for name, coord in primary.coords.items():
+        if coord.dims == ("function",) and name != "function" and name in other.coords:
+            values = [*coord.values.tolist(), *other[name].sel(function=extra).values.tolist()]
+            out = out.assign_coords({name: ("function", np.array(values))})
+    return out
+
+
 def _fill_from(primary: xr.Dataset, other: xr.Dataset) -> xr.Dataset:
     """``primary`` with its NaN profile cells, missing variables and unknown run coordinates
     taken from ``other`` (a report of the same run)."""
     label = primary["run"].values
     other = other.assign_coords(run=label)
+    primary = _with_functions_of(primary, other)
     shared = {dim: primary[dim].values for dim in ("rank", "function", "metric") if dim in primary.dims}
     out = primary.copy()
     out["profile"] = primary["profile"].fillna(other["profile"].reset_coords(drop=True).reindex(shared))

@@ -137,3 +137,27 @@ def test_concise_and_verbose_reports_of_one_run_are_combined(tmp_path: Path):
     assert float(ds["task_time"].sel(run=run, task_metric="mpi", task_stat="mean")) == 6.02  # ...filled
     assert float(ds["mpi_pct"].sel(run=run)) == 54.73
     assert any(str(concise) in w and "kept" in w for w in read_warnings(ds))
+
+
+def test_combining_reports_of_one_run_keeps_the_functions_of_either(tmp_path: Path):
+    import numpy as np
+    import pytest
+
+    import perfkit
+
+    bcast = {"id": 3, "op": "Bcast", "parent": "main", "file": "a.c", "line": 5,
+             "rows": {0: (4, 2.0, 64), 1: (4, 1.0, 64), 2: (4, 1.5, 64)}}
+    verbose = _header(write_report(tmp_path / "app.3.77.1.mpiP", 3, SITES), "2026 11 22 02:06:45", 77)
+    concise = _header(write_report(tmp_path / "app.3.77.2.mpiP", 3, [*SITES, bcast], style="concise"),
+                      "2026 11 22 02:06:45", 77)
+    alone = perfkit.open_runs([concise])
+    with pytest.warns(perfkit.PerfkitWarning, match="same run"):
+        ds = perfkit.open_runs([verbose, concise])
+    assert ds.sizes["run"] == 1
+    functions = set(map(str, ds["function"].values))
+    assert {"MPI_Allreduce", "MPI_Send", "MPI_Bcast"} <= functions
+    got = ds["profile"].isel(run=0).sel(function="MPI_Bcast", metric="time").values
+    want = alone["profile"].isel(run=0).sel(function="MPI_Bcast", metric="time").values
+    np.testing.assert_array_equal(got, want)
+    assert str(ds["kind"].sel(function="MPI_Bcast").values) == str(alone["kind"].sel(function="MPI_Bcast").values)
+    assert float(ds["profile"].isel(run=0).sel(rank=2, function="MPI_Allreduce", metric="time")) == 7.0
