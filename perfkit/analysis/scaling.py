@@ -26,6 +26,7 @@ times were obtained and the reference each curve used.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -34,6 +35,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.analysis.cube import evaluate, group_sum, per_rank, with_loaded_coords
+from perfkit.errors import PerfkitWarning
 
 RUN_NUMBERS = ("nodes", "ppn", "threads")
 GROUPS = ("function", "kind", "call")
@@ -145,10 +147,14 @@ def _from_dataset(
     present = ds["profile"].notnull().any(("function", "metric")).sum("rank")
     computed, present = evaluate(value.data, present.data)
     value = value.copy(data=computed)
+    empty = np.asarray(present) == 0
+    if empty.any():
+        warnings.warn(f"runs {', '.join(np.array(_runs(ds))[empty])} hold no measured values (their profile is all "
+                      "NaN): left out", PerfkitWarning, stacklevel=3)
     if group is None:
         frame = pd.DataFrame({"run": _runs(ds), "value": value.values, "source": f"{reduce} over ranks"})
         if metric == "time" and "elapsed" in ds.coords:
-            known = np.isfinite(ds["elapsed"].values.astype(float))
+            known = np.isfinite(ds["elapsed"].values.astype(float)) & ~empty
             frame.loc[known, "value"] = ds["elapsed"].values[known]
             frame.loc[known, "source"] = SOURCE_ELAPSED
     else:

@@ -179,3 +179,17 @@ def test_widget_panel_builds(runs):
     hv.extension("bokeh")
     panel = scaling_panel(runs.assign_coords(system=("run", ["a", "a", "b", "b"])))
     assert panel is not None
+
+
+def test_a_run_without_measured_values_is_left_out_not_measured():
+    from tests.helpers import small_run
+
+    a, b = small_run("a", 4, seed=1), small_run("b", 8, seed=2)
+    b["profile"][:] = np.nan
+    ds = combine_runs([a, b]).assign_coords(elapsed=("run", [20.0, 15.0]))  # b's elapsed alone is no measurement
+    with pytest.warns(perfkit.PerfkitWarning, match="runs b hold no measured values"):
+        table = scaling(ds)
+    assert table["run"].tolist() == ["a"]
+    with pytest.warns(perfkit.PerfkitWarning, match="runs b hold no measured values"), \
+            pytest.raises(ValueError, match="no runs with a finite value"):
+        scaling(ds.sel(run=["b"]))
