@@ -37,6 +37,7 @@ import xarray as xr
 
 from perfkit.analysis.cube import evaluate, nan_sum, per_rank, with_loaded_coords
 from perfkit.analysis.imbalance import by_node, mpi_share, rank_values, size_summary, slow_ranks, stats_over_ranks
+from perfkit.analysis.phases import call_phases, has_phases, late_rank_list, phase_excess, send_chain
 from perfkit.analysis.pop import pop_from_parts, startup_per_rank
 from perfkit.analysis.waits import WAIT_KINDS, call_wait_share, split_and_breakdown
 
@@ -105,6 +106,7 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     for finder in (_hierarchy_findings, _unexplained_wait_findings, _wait_findings, _imbalance_findings,
                    _node_findings, _transfer_findings, _share_findings, _size_findings):
         rows += finder(sub, context)
+    rows += _trace_findings(sub, context, ds)
     if run is None:
         rows += _trend_findings(sub, context)
     table = pd.DataFrame(rows, columns=COLUMNS)
@@ -329,6 +331,14 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
                                  for call, rank, wait in phases)
                      + ". The compute before each collective is imbalanced in a different way, which the per-rank "
                      "totals average out: balance each phase, not the totals.")
+        elif largest == "unexplained waits" and (causes := _trace_causes(ds, context, i)):
+            name, _ = max(causes.items(), key=lambda kv: kv[1])
+            title = (f"Largest loss: waits the compute imbalance does not explain (serialisation efficiency "
+                     f"{v['serialisation_efficiency']:.2f}); the trace shows {name}")
+            text += (f"Largest: {losses[largest]:.3g} s of waiting that is not load imbalance (compute load balance "
+                     f"{v['load_balance']:.2f}). The trace tells its causes apart: "
+                     + ", ".join(f"{cause} {seconds:.3g} s" for cause, seconds in causes.items())
+                     + " (measured phase by phase; see those findings).")
         elif largest == "unexplained waits":
             title = (f"Largest loss: waits the compute imbalance does not explain (serialisation efficiency "
                      f"{v['serialisation_efficiency']:.2f}); a profile cannot tell their cause")
@@ -426,7 +436,13 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
                 f"network the run would still take {ideal:.3g} s while no rank computes more than {top:.3g} s; rank "
                 f"{busiest}, which computes most, still waits {waited:.3g} s and spends {other:.3g} s in I/O and "
                 f"other calls (start-up left out). These {seconds:.3g} s are not load imbalance (that is max - mean "
-                f"compute, {top - float(pop['useful_mean'][i]):.3g} s). They could be {UNKNOWN_CAUSES}: {TELL_APART}.")
+                f"compute, {top - float(pop['useful_mean'][i]):.3g} s). ")
+        causes = _trace_causes(ds, context, i)
+        if causes:
+            text += ("The trace tells them apart: " + ", ".join(f"{cause} {s:.3g} s" for cause, s in causes.items())
+                     + " (see those findings).")
+        else:
+            text += f"They could be {UNKNOWN_CAUSES}: {TELL_APART}."
         if how != "measured":
             text += " The waits here are estimated; measured waits would make this number exact."
         rows.append(_row(run, "unexplained_wait", "Waits the compute imbalance does not explain", text, seconds))
@@ -485,3 +501,92 @@ def _trend_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
             "compute, limit strong scaling beyond the smaller runs.")
     seconds = float(per_n.iloc[-1] - per_n.iloc[0]) * float(context.elapsed[last])
     return [_row(str(last), "scaling", "Communication share rises with scale", text, seconds)]
+
+
+def _trace_causes(ds: xr.Dataset, context: _Context, i: int) -> dict[str, float]:
+    """For a traced run ``i``, its waits beyond load imbalance split by cause [s]: phase-by-phase compute
+    excess beyond the totals' max - mean (``dynamic imbalance`` when the late rank changes between
+    phases of a call, else ``imbalance between phases``) and ``serialisation`` (the rest); empty for
+    a run without phases.
+    """
+    run = str(ds["run"].values[i])
+    if not has_phases(ds, run):
+        return {}
+    pop = context.pop
+    compute = context.compute.isel(run=i).values
+    unexplained = max(float(pop["ideal_elapsed"][i] - pop["useful_max"][i]), 0.0)
+    beyond = min(max(phase_excess(ds, run) - float(np.nanmax(compute) - np.nanmean(compute)), 0.0), unexplained)
+    dynamic = any(not p.static and p.excess.sum() > 0 for p in call_phases(ds, run))
+    name = "dynamic imbalance" if dynamic else "imbalance between phases"
+    return {name: beyond, "serialisation": unexplained - beyond}
+
+
+def _trace_findings(ds: xr.Dataset, context: _Context, full: xr.Dataset) -> list[dict[str, Any]]:
+    """Findings a trace's phases and wait states make possible (``perfkit.analysis.phases``): the late
+    rank of each phase (static or dynamic imbalance, a rank late before a collective), serialisation
+    and late receivers. ``full`` is the Dataset with its traffic (to name the chain of senders).
+    """
+    rows: list[dict[str, Any]] = []
+    if "wait_states" not in ds:
+        return rows
+    for i, run in enumerate(map(str, ds["run"].values)):
+        floor = 0.01 * float(context.elapsed[run])
+        rows += _late_receiver_findings(ds, run, floor)
+        if not has_phases(ds, run):
+            continue
+        compute = context.compute.isel(run=i).values
+        static = float(np.nanmax(compute) - np.nanmean(compute))
+        functions = set(map(str, ds["function"].values))
+        for phases in call_phases(ds, run):
+            total = float(phases.excess.sum())
+            if total <= floor:
+                continue
+            rank, share = phases.mode
+            n = phases.late.size
+            late_in = round(share * n)
+            per = total / n
+            if phases.static and f"b_{phases.call}" in functions:
+                text = (f"At {phases.call} the other ranks wait for rank {rank}: it computes most before the call in "
+                        f"{late_in} of {n} calls, {per:.3g} s more than the mean each time (measured from the trace), "
+                        f"{total:.3g} s over the run. Balance the compute before {phases.call} (rank {rank}'s share).")
+                rows.append(_row(run, "collective_imbalance", f"{phases.call}: rank {rank} late before the collective",
+                                 text, total))
+            elif phases.static:
+                text = (f"Rank {rank} computes most in {late_in} of the {n} phases ending in {phases.call}, "
+                        f"{per:.3g} s more than the mean each (measured from the trace): the same rank is late "
+                        f"every time, so balancing the totals balances every phase.")
+                rows.append(_row(run, "static_imbalance", f"Static imbalance: rank {rank} late in every phase",
+                                 text, total))
+            elif (ranks := np.unique(phases.late[phases.late >= 0])).size > 1 and total - static > floor:
+                text = (f"A different rank is late from phase to phase ({ranks.size} ranks take turns): "
+                        f"{late_rank_list(phases)}. Each phase's late rank computes {per:.3g} s more than the mean "
+                        f"on average (measured from the trace), {total:.3g} s over the run, of which the per-rank "
+                        f"totals show only {static:.3g} s (max - mean): balancing the totals would not help; "
+                        "balance each phase (e.g. dynamic load balancing).")
+                rows.append(_row(run, "dynamic_imbalance", f"Dynamic imbalance at {phases.call}", text,
+                                 max(total - static, 0.0)))
+        serial = _trace_causes(ds, context, i).get("serialisation", 0.0)
+        late_sender = float(np.nanmean(ds["wait_states"].sel(run=run, state="late_sender").values))
+        if serial > floor and late_sender > 0:
+            chain = send_chain(full, run)
+            how = f" Messages flow {' -> '.join(map(str, chain))}." if len(chain) > 2 else ""
+            text = (f"{serial:.3g} s of the waiting is neither load imbalance nor any phase's compute excess: ranks "
+                    f"wait in turn, each for a sender that was itself waiting (a chain of late senders; late-sender "
+                    f"wait {late_sender:.3g} s per rank, measured from the trace).{how} Overlap the work: let ranks "
+                    "compute while others wait (pipelining, wavefront reordering).")
+            rows.append(_row(run, "serialisation", "Serialisation: ranks wait in turn", text, serial))
+    return rows
+
+
+def _late_receiver_findings(ds: xr.Dataset, run: str, floor: float) -> list[dict[str, Any]]:
+    """Blocking sends that waited for their receiver to post the receive (Scalasca's late receiver)."""
+    waits = ds["wait_states"].sel(run=run, state="late_receiver").to_pandas().dropna()
+    mean = float(waits.mean()) if len(waits) else 0.0
+    if not mean > floor:
+        return []
+    ranks = waits.index[waits > 0.1 * float(waits.max())]
+    text = (f"Blocking sends of ranks {format_ranks(ranks)} wait for their receivers to post the receive "
+            f"({mean:.3g} s per rank, at most {float(waits.max()):.3g} s on rank {int(waits.idxmax())}; late "
+            "receiver, measured from the trace): the library did not buffer the message. Post the receives "
+            "earlier or send with MPI_Isend.")
+    return [_row(run, "late_receiver", "Late receivers", text, mean)]

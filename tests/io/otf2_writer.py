@@ -2,7 +2,7 @@
 
 A trace is given per rank as a list of ``Call``: one MPI region instance with its enter and leave
 ticks and the MPI events inside it. Every rank runs inside a ``main`` region from tick 0 to
-``end``; the time outside MPI calls is compute.
+``end`` (one tick for every rank, or one per rank); the time outside MPI calls is compute.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Trace:
     """Per world rank its calls; ``comms`` maps extra communicator names to their world ranks."""
 
     calls: Mapping[int, Sequence[Call]]
-    end: int
+    end: int | Mapping[int, int]
     comms: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
@@ -80,7 +80,7 @@ def write_trace(directory: Path, trace: Trace) -> Path:
             writer.enter(0, main)
             for call in sorted(trace.calls[rank], key=lambda c: c.enter):
                 _write_call(writer, defs, regions, comm_defs, call)
-            writer.leave(trace.end, main)
+            writer.leave(trace.end if isinstance(trace.end, int) else trace.end[rank], main)
     return Path(directory) / "traces.otf2"
 
 

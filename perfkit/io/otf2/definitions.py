@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from perfkit.errors import PerfkitFormatError
+from perfkit.model import COMPUTE, KINDS, default_kind
 
 EXPECTED = "an OTF2 trace (the anchor file traces.otf2 with traces.def and a traces/ folder beside it)"
 
@@ -79,3 +80,13 @@ def read_definitions(path: Path, trace: Any) -> Definitions:
     return Definitions(path=path, resolution=int(clock.timer_resolution), world=world, comm_ranks=comm_ranks,
                        regions={r._ref: str(r.name) for r in defs.regions}, start=int(clock.global_offset),
                        length=int(clock.trace_length), hosts=hosts, warnings=warnings)
+
+
+def function_of(name: str) -> str:
+    """The function label of a region: its name for an ``MPI_`` region, else ``Compute``."""
+    return name if name.startswith("MPI_") and name[4:].isidentifier() else COMPUTE
+
+
+def region_kinds(defs: Definitions) -> dict[int, int]:
+    """``KINDS`` index of every region: its function's kind (non-MPI regions are compute)."""
+    return {ref: KINDS.index(default_kind(function_of(name))) for ref, name in defs.regions.items()}

@@ -18,11 +18,13 @@ from typing import Any
 import numpy as np
 
 from perfkit.errors import PerfkitFormatError
-from perfkit.io.otf2.definitions import EXPECTED, Definitions
+from perfkit.io.otf2.definitions import EXPECTED, Definitions, region_kinds
 from perfkit.io.otf2.timeline import NONE, RankTimeline
+from perfkit.model import KINDS
 
 #: Events asked from the library per call (bounds the reader's own buffering).
 BATCH = 65536
+COMPUTE_KIND = KINDS.index("compute")
 
 
 def _int(value: Any) -> int:
@@ -36,7 +38,8 @@ class RankEvents:
 
     ``region_*`` are per region reference: exclusive ticks, visits, bytes and messages sent and
     received in that region. ``inst_*`` describe the MPI region instances that held a message or
-    collective event. ``send_*``/``recv_*``/``coll_*`` are the records (peer = world rank).
+    collective event (``inst_compute``: the rank's compute ticks before the instance's enter).
+    ``send_*``/``recv_*``/``coll_*`` are the records (peer = world rank).
     """
 
     rank: int
@@ -51,6 +54,7 @@ class RankEvents:
     inst_region: list[int] = field(default_factory=list)
     inst_enter: list[int] = field(default_factory=list)
     inst_leave: list[int] = field(default_factory=list)
+    inst_compute: list[int] = field(default_factory=list)
     sends: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
     recvs: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
     colls: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
@@ -58,14 +62,14 @@ class RankEvents:
     unmapped: int = 0
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The records as int64 arrays: ``inst`` (n, 3) region/enter/leave, ``send`` (n, 6)
+        """The records as int64 arrays: ``inst`` (n, 4) region/enter/leave/compute, ``send`` (n, 6)
         peer/comm/tag/bytes/instance/nonblocking, ``recv`` (n, 7) peer/comm/tag/bytes/instance/post/seq,
         ``coll`` (n, 6) comm/op/root/sent/received/instance.
         """
         def table(rows: list[Any], ncols: int) -> np.ndarray:
             return np.asarray(rows, dtype=np.int64).reshape(-1, ncols)
 
-        return {"inst": table(list(zip(self.inst_region, self.inst_enter, self.inst_leave)), 3),
+        return {"inst": table(list(zip(self.inst_region, self.inst_enter, self.inst_leave, self.inst_compute)), 4),
                 "send": table(self.sends, 6), "recv": table(self.recvs, 7), "coll": table(self.colls, 6)}
 
 
@@ -82,7 +86,9 @@ class RankStream:
                  kinds: dict[int, int] | None = None) -> None:
         self.defs = defs
         self.timeline = timeline
-        self.kinds = kinds or {}
+        self.kinds = region_kinds(defs) if kinds is None else kinds
+        self._compute = {ref for ref, kind in self.kinds.items() if kind == COMPUTE_KIND}
+        self._computed = 0
         self._kind = NONE
         self.out = RankEvents(-1)
         self._stack: list[list[int]] = []
@@ -101,6 +107,7 @@ class RankStream:
         self._stack = []
         self._requests = {}
         self._post_seq = 0
+        self._computed = 0
         self._kind = NONE
         if self.timeline is not None:
             self.timeline.start(rank)
@@ -124,6 +131,8 @@ class RankStream:
             region = self._stack[-1][0]
             ticks = out.region_ticks
             ticks[region] = ticks.get(region, 0) + time - out.last
+            if region in self._compute:
+                self._computed += time - out.last
         elif out.first < 0:
             out.first = time
         out.last = time
@@ -133,7 +142,7 @@ class RankStream:
         self._advance(time)
         visits = self.out.region_visits
         visits[region] = visits.get(region, 0) + 1
-        self._stack.append([region, time, -1])
+        self._stack.append([region, time, -1, self._computed])
         if self.timeline is not None:
             self._mark(time)
 
@@ -163,7 +172,7 @@ class RankStream:
     def _instance(self) -> tuple[int, int, int]:
         """(instance id, region, enter tick) of the innermost open region, which becomes an instance."""
         if not self._stack:
-            self._stack.append([-1, self.out.last, -1])  # an event outside any region: its own instance
+            self._stack.append([-1, self.out.last, -1, self._computed])  # an event outside any region: its own instance
             self.out.unbalanced += 1
         frame = self._stack[-1]
         if frame[2] < 0:
@@ -172,6 +181,7 @@ class RankStream:
             out.inst_region.append(frame[0])
             out.inst_enter.append(frame[1])
             out.inst_leave.append(frame[1])
+            out.inst_compute.append(frame[3])
         return frame[2], frame[0], frame[1]
 
     # --- point to point ----------------------------------------------------------------------

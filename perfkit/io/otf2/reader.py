@@ -9,7 +9,8 @@ exact from the message records, in world ranks; ``sizes`` histograms messages by
 bins, labelled by their upper edge [B]); ``wait_states`` (run, rank, state) keeps Scalasca's finer
 states [s], with the wrong-order part of late sender. ``timeline`` (run, rank, time_bin,
 timeline_kind) holds the seconds of each kind per rank in each of ``timeline_bins`` equal time bins
-(``perfkit.io.otf2.timeline``).
+(``perfkit.io.otf2.timeline``); ``phases`` (run, phase, phase_stat) compares the ranks' compute
+between synchronising calls (``perfkit.io.otf2.phases``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import numpy as np
 import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
-from perfkit.io.otf2.definitions import EXPECTED, Definitions, read_definitions
+from perfkit.io.otf2.definitions import EXPECTED, Definitions, function_of, read_definitions, region_kinds
 from perfkit.io.otf2.events import RankEvents, stream_ranks
+from perfkit.io.otf2.phases import STATS as PHASE_STATS
+from perfkit.io.otf2.phases import phase_table
 from perfkit.io.otf2.timeline import DEFAULT_BINS, NONE, Bins, RankTimeline
 from perfkit.io.otf2.waits import BLOCKING_SENDS, STATES, Records, Waits, compute_waits
 from perfkit.model import COMPUTE, KINDS, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
@@ -66,10 +69,6 @@ def read(path: str | PathLike, *, timeline_bins: int = DEFAULT_BINS, **run_metad
         trace.close()
     return build(defs, ranks, run_metadata, bins, kinds)
 
-
-def region_kinds(defs: Definitions) -> dict[int, int]:
-    """``KINDS`` index of every region: its function's kind (non-MPI regions are compute)."""
-    return {ref: KINDS.index(default_kind(_function_of(name))) for ref, name in defs.regions.items()}
 
 
 def _anchor(path: Path) -> Path:
@@ -114,6 +113,7 @@ def records(ranks: list[RankEvents]) -> Records:
     coll, coll_rank = stacked("coll", 5)
     return Records(
         inst_rank=inst_rank.astype(np.int64), inst_region=inst[:, 0], inst_enter=inst[:, 1], inst_leave=inst[:, 2],
+        inst_compute=inst[:, 3],
         send_rank=send_rank, send_peer=send[:, 0], send_comm=send[:, 1], send_tag=send[:, 2], send_bytes=send[:, 3],
         send_inst=send[:, 4], send_nonblocking=send[:, 5],
         recv_rank=recv_rank, recv_peer=recv[:, 0], recv_comm=recv[:, 1], recv_tag=recv[:, 2], recv_bytes=recv[:, 3],
@@ -146,6 +146,13 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
     ds["wait_states"] = (("run", "rank", "state"), seconds[np.newaxis], {"units": "s"})
     ds = ds.assign_coords(state=list(STATES))
     ds.attrs["otf2_timer_resolution"] = defs.resolution
+    calls = np.array([function_of(defs.regions.get(int(ref), "")) for ref in rec.inst_region], dtype=object)
+    labels, values = phase_table(rec, waits, calls, defs.nranks, defs.start, defs.resolution)
+    if labels:
+        ds["phases"] = (("run", "phase", "phase_stat"), values[np.newaxis],
+                        {"description": "per phase: start [s], most and mean compute over ranks [s], the rank "
+                                        "that computed most, mean wait [s]"})
+        ds = ds.assign_coords(phase=labels, phase_stat=list(PHASE_STATS))
     if timeline is not None:
         ds = _with_timeline(ds, defs, timeline, rec, waits, kinds or {})
     return ds
@@ -176,19 +183,14 @@ def _with_timeline(ds: xr.Dataset, defs: Definitions, bins: Bins, rec: Records, 
                             time_bin_width=("run", [width], {"units": "s"}))
 
 
-def _function_of(name: str) -> str:
-    """The function label of a region: its name for an ``MPI_`` region, else ``Compute``."""
-    return name if name.startswith("MPI_") and name[4:].isidentifier() else COMPUTE
-
-
 def _rows(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Waits) -> list[tuple[str, str, str]]:
     """(function, call, kind) of every row: Compute, each MPI call seen, and the wait rows of calls
     that can have them (receives, blocking sends, collectives), whether or not they waited.
     """
     seen: set[str] = set()
     for r in ranks:
-        seen.update(_function_of(defs.regions.get(ref, "")) for ref in r.region_ticks)
-        seen.update(_function_of(defs.regions.get(ref, "")) for ref in r.region_visits)
+        seen.update(function_of(defs.regions.get(ref, "")) for ref in r.region_ticks)
+        seen.update(function_of(defs.regions.get(ref, "")) for ref in r.region_visits)
     calls = sorted(seen - {COMPUTE})
     rows = [(COMPUTE, COMPUTE, "compute")] + [(c, c, default_kind(c)) for c in calls]
     can_wait = {
@@ -202,7 +204,7 @@ def _rows(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Waits
 
 
 def _region_calls(defs: Definitions, regions: np.ndarray) -> set[str]:
-    names = {_function_of(defs.regions.get(int(ref), "")) for ref in np.unique(regions)}
+    names = {function_of(defs.regions.get(int(ref), "")) for ref in np.unique(regions)}
     return names - {COMPUTE}
 
 
@@ -218,7 +220,7 @@ def _profile(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Wa
     for r in ranks:
         for metric, attr in sums:
             for ref, value in getattr(r, attr).items():
-                out[r.rank, index[_function_of(defs.regions.get(ref, ""))], col[metric]] += value
+                out[r.rank, index[function_of(defs.regions.get(ref, ""))], col[metric]] += value
     out[:, index[COMPUTE], col["calls"]] = np.nan
     inst_fn = _row_of_region(defs, index, rec.inst_region)
     for state, (prefix, _) in WAIT_ROWS.items():
@@ -239,7 +241,7 @@ def _row_of_region(defs: Definitions, index: dict[str, int], regions: np.ndarray
     size = max([*defs.regions, int(regions.max(initial=0))]) + 2
     lookup = np.full(size, index[COMPUTE], dtype=np.int64)
     for ref, name in defs.regions.items():
-        lookup[ref] = index.get(_function_of(name), index[COMPUTE])
+        lookup[ref] = index.get(function_of(name), index[COMPUTE])
     return lookup[regions]  # an event outside any region (-1) reads the last entry, Compute
 
 

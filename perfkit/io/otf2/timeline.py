@@ -18,7 +18,7 @@ import numpy as np
 from perfkit.model import KINDS
 
 #: Transitions buffered per rank before they are folded into the bins.
-BATCH = 65536
+BATCH = 1024
 #: Kind code of "no region open" (time outside the rank's outermost region is no kind).
 NONE = -1
 #: Bins of the timeline when the user does not choose.

@@ -43,16 +43,18 @@ STATES = ("late_sender", "late_sender_wrong_order", "late_receiver", "wait_barri
 class Records:
     """Every rank's records, concatenated; instance ids are global (row of ``inst_*``).
 
-    ``send_*``: one row per sent message (``rank`` the sender, ``peer`` the receiver, world ranks);
-    ``recv_*``: one per received message (``rank`` the receiver, ``peer`` the sender, ``post`` the
-    tick the receive was posted, ``seq`` its posting order on the rank); ``coll_*``: one per rank and
-    collective (``root`` a world rank or -1).
+    ``inst_compute``: the rank's compute ticks before each instance's enter. ``send_*``: one row per
+    sent message (``rank`` the sender, ``peer`` the receiver, world ranks); ``recv_*``: one per
+    received message (``rank`` the receiver, ``peer`` the sender, ``post`` the tick the receive was
+    posted, ``seq`` its posting order on the rank); ``coll_*``: one per rank and collective
+    (``root`` a world rank or -1).
     """
 
     inst_rank: np.ndarray
     inst_region: np.ndarray
     inst_enter: np.ndarray
     inst_leave: np.ndarray
+    inst_compute: np.ndarray
     send_rank: np.ndarray
     send_peer: np.ndarray
     send_comm: np.ndarray
