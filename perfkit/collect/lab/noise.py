@@ -7,7 +7,7 @@ measured waits and nowhere in the truth, so timing-truth checks cannot hold ther
 ``scheduling_noise`` measures that delay directly: one process per core alternates a sleep and a
 barrier it polls while yielding the CPU (as MPI ranks do on shared cores); a process's delay at a
 step is the time from the last arrival at the barrier to its leaving it. On an idle machine it is
-tens of microseconds; busy processes on the same cores raise it to their time slices.
+at most a few hundred microseconds; busy processes on the same cores raise it to milliseconds.
 ``exchange_delay`` reads the same delay off a lab run itself, from the compute intervals its ranks
 recorded (not from the collector): how much later each compute started than the truth's zero-cost
 model lets it.
