@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from perfkit.collect.lab.noise import scheduling_noise
 from perfkit.model import make_run
 
 T = TypeVar("T")
@@ -40,6 +39,8 @@ def two_small_runs() -> list[xr.Dataset]:
 def with_noise(action: Callable[[], T], *also: Callable[[T], float]) -> tuple[T, float]:
     """``action()`` and the scheduling noise [s per step] it ran in: the largest of a probe before, a
     probe after and what each of ``also`` reads off the result (NaN: nothing to read)."""
+    from perfkit.collect.lab.noise import scheduling_noise
+
     before = scheduling_noise()
     result = action()
     found = [before, scheduling_noise(), *(f(result) for f in also)]
