@@ -9,6 +9,7 @@ own. A mutant is caught when one of them fails; on a machine too noisy to hold t
 
     python tools/timing_mutant.py                # the unmutated collector and every mutant
     python tools/timing_mutant.py waits+10%      # one of them
+    python tools/timing_mutant.py -k "send_late_time and np2" waits+10%   # a few of the tests
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def summary(output: str) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mutants", nargs="*", metavar="MUTANT", help=f"of {', '.join(MUTANTS)} (default: all)")
+    parser.add_argument("-k", dest="select", default=SELECT, help="pytest -k expression (default: every timing test)")
     parser.add_argument("--pytest", metavar="MUTANT", choices=MUTANTS, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)
     if args.pytest:
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     shown = True
     for name in args.mutants or list(MUTANTS):
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--pytest", name, *TESTS, "-k", SELECT, "-q", "-rfs",
+        proc = subprocess.run([sys.executable, __file__, "--pytest", name, *TESTS, "-k", args.select, "-q", "-rfs",
                                "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
         counts = summary(proc.stdout)
         failed = sorted(set(re.findall(r"^FAILED (\S+)", proc.stdout, re.M)))
