@@ -72,7 +72,8 @@ def summary(output: str) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mutants", nargs="*", metavar="MUTANT", help=f"of {', '.join(MUTANTS)} (default: all)")
+    names = ", ".join(MUTANTS).replace("%", "%%")  # argparse formats help with %
+    parser.add_argument("mutants", nargs="*", metavar="MUTANT", help=f"of {names} (default: all)")
     parser.add_argument("-k", dest="select", default=SELECT, help="pytest -k expression (default: every timing test)")
     parser.add_argument("--pytest", metavar="MUTANT", choices=MUTANTS, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)
