@@ -167,7 +167,11 @@ class RankStream:
         kind = self.kinds.get(self._stack[-1][0], NONE) if self._stack else NONE
         if kind != self._kind:
             self._kind = kind
-            self.timeline.mark(time, kind)
+            timeline = self.timeline
+            timeline.times.append(time)  # RankTimeline.mark, inlined: this runs for most events
+            timeline.kinds.append(kind)
+            if len(timeline.times) >= timeline.batch:
+                timeline.flush(keep_last=True)
 
     def _instance(self) -> tuple[int, int, int]:
         """(instance id, region, enter tick) of the innermost open region, which becomes an instance."""

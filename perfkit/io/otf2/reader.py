@@ -146,7 +146,9 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
     ds["wait_states"] = (("run", "rank", "state"), seconds[np.newaxis], {"units": "s"})
     ds = ds.assign_coords(state=list(STATES))
     ds.attrs["otf2_timer_resolution"] = defs.resolution
-    calls = np.array([function_of(defs.regions.get(int(ref), "")) for ref in rec.inst_region], dtype=object)
+    names = {ref: function_of(name) for ref, name in defs.regions.items()}
+    refs, where = np.unique(rec.inst_region, return_inverse=True)
+    calls = np.array([names.get(int(ref), COMPUTE) for ref in refs], dtype=object)[where]
     labels, values = phase_table(rec, waits, calls, defs.nranks, defs.start, defs.resolution)
     if labels:
         ds["phases"] = (("run", "phase", "phase_stat"), values[np.newaxis],

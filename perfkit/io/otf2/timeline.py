@@ -74,6 +74,7 @@ class RankTimeline:
 
     def __init__(self, bins: Bins) -> None:
         self.bins = bins
+        self.batch = BATCH
         self.rank = -1
         self.times: list[int] = []
         self.kinds: list[int] = []
@@ -87,7 +88,7 @@ class RankTimeline:
         """From tick ``time`` on, the rank's time is of ``kind`` (a ``KINDS`` index, or ``NONE``)."""
         self.times.append(time)
         self.kinds.append(kind)
-        if len(self.times) >= BATCH:
+        if len(self.times) >= self.batch:
             self.flush(keep_last=True)
 
     def flush(self, keep_last: bool = False) -> None:
