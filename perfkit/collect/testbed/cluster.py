@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.collect.testbed import netns
-from perfkit.collect.testbed.launch import mpi_environment, write_launch_files
+from perfkit.collect.testbed.launch import build_ucx_progress, mpi_environment, write_launch_files
 from perfkit.collect.testbed.spec import TestbedSpec
 
 MTU = 9000  # jumbo frames, as on cluster networks: TCP/IP headers cost under 1% of the link
@@ -103,7 +103,12 @@ class Testbed:
             netns.shape(node, "eth0", spec.bandwidth, spec.latency / 2)
             netns.shape(above, port, spec.bandwidth, spec.latency / 2)
         write_launch_files(self.state, spec, self.namespace)
-        self.environment = mpi_environment(self.state, spec, oversubscribed=self.oversubscribed)
+        ucx_progress = build_ucx_progress(self.state)
+        if ucx_progress is None:
+            self.notes.append("no C compiler (cc): MPICH runs may hang in MPI_Finalize (its PMI barrier stops UCX "
+                              "progress that peers still need)")
+        self.environment = mpi_environment(self.state, spec, oversubscribed=self.oversubscribed,
+                                           ucx_progress=ucx_progress)
         if self.oversubscribed:
             self.notes.append(f"{spec.nodes} nodes × {spec.cores} cores exceed this machine's {os.cpu_count()} "
                               "cores: idle MPI ranks yield the processor (Open MPI mpi_yield_when_idle=1; "

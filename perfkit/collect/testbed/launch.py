@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import subprocess
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 from perfkit.collect.testbed.spec import TestbedSpec
@@ -54,14 +57,33 @@ def write_launch_files(state: Path, spec: TestbedSpec, namespace: Callable[[str]
     (state / "hostfile.mpich").write_text("".join(f"{n}:{spec.cores}\n" for n in names))
 
 
-def mpi_environment(state: Path, spec: TestbedSpec, *, oversubscribed: bool) -> dict[str, str]:
+def build_ucx_progress(state: Path) -> Path | None:
+    """``pk_ucx_progress.so`` in ``state``, built with ``cc``: preloaded, it keeps UCX progressing while
+    MPICH 4.0's ``MPI_Finalize`` waits in its PMI barrier (without it about one MPICH run in three on
+    the testbed never returns). None when no C compiler is found."""
+    cc = os.environ.get("CC") or "cc"
+    if shutil.which(cc) is None:
+        return None
+    source = resources.files("perfkit.collect") / "src" / "pk_ucx_progress.c"
+    library = state / "pk_ucx_progress.so"
+    with resources.as_file(source) as path:
+        done = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(library), str(path), "-ldl", "-lpthread"],
+                              capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"testbed: building {library.name} with {cc} failed: {done.stderr.strip()}")
+    return library
+
+
+def mpi_environment(state: Path, spec: TestbedSpec, *, oversubscribed: bool,
+                    ucx_progress: Path | None = None) -> dict[str, str]:
     """The variables that make ``mpirun`` (Open MPI) and ``mpiexec.hydra`` (MPICH) span the testbed.
 
     Both launch through ``agent`` with the testbed's host file; messages between nodes go over each
     node's ``eth0`` (TCP), within a node over shared memory; Open MPI does not bind ranks to cores
     (every node would bind to the same few real cores). When the nodes hold more cores than the
     machine, idle ranks yield the processor (Open MPI ``mpi_yield_when_idle``; MPICH polls
-    ``MPIR_CVAR_POLLS_BEFORE_YIELD`` times before a ``sched_yield``).
+    ``MPIR_CVAR_POLLS_BEFORE_YIELD`` times before a ``sched_yield``). ``ucx_progress`` (from
+    ``build_ucx_progress``) is preloaded into every process the testbed starts.
     """
     env = {
         "PERFKIT_TESTBED": str(state),
@@ -88,4 +110,6 @@ def mpi_environment(state: Path, spec: TestbedSpec, *, oversubscribed: bool) -> 
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if oversubscribed:
         env.update(OMPI_MCA_mpi_yield_when_idle="1", MPIR_CVAR_POLLS_BEFORE_YIELD="1")
+    if ucx_progress is not None:
+        env["LD_PRELOAD"] = " ".join(p for p in (str(ucx_progress), os.environ.get("LD_PRELOAD", "")) if p)
     return env
