@@ -2,7 +2,8 @@
 
 A grid of cases (communication patterns: 2-D and 3-D stencils with shuffled and natural numbering, a
 ring, a sparse random pattern, an all-to-all; 4-16 nodes of 1-2 cores; 20-200 Mbit/s links; with and
-without leaf switches; block, round-robin and Scotch placement; links k times faster). Each case
+without leaf switches; block, round-robin and Scotch placement; links k times faster; the lab's static
+imbalance balanced). Each case
 profiles a run of the lab's exchange program under the collector, predicts, re-runs and measures:
 inter-node bytes by the kernel's link counters, elapsed time by the profile (end of MPI_Init to start
 of MPI_Finalize). Writes ``results/closed_loop.json`` and prints the table docs/placement.md quotes.
@@ -26,7 +27,7 @@ import numpy as np
 from perfkit.collect.lab import patterns
 from perfkit.collect.lab.build import exchange_binary
 from perfkit.collect.testbed import why_unavailable
-from perfkit.collect.testbed.loop import faster_network, place_and_rerun
+from perfkit.collect.testbed.loop import balance, faster_network, place_and_rerun
 
 RESULTS = Path(__file__).with_name("results") / "closed_loop.json"
 STEP_NETWORK_S = 0.08  # the busiest link's time per step under block placement at the link rate [s]
@@ -80,6 +81,11 @@ NETWORKS = [  # (pattern, nodes, cores, rate, switch size, k)
     ("stencil3d-shuffled", 16, 1, 50e6, None, 4.0),
 ]
 
+BALANCES = [  # (nodes, cores, late rank's extra compute per step [s])
+    (4, 2, 0.03),
+    (8, 1, 0.02),
+]
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -115,6 +121,12 @@ def main() -> int:
                              bandwidth=rate, k=k, switch_size=switch, workdir=work / f"n{i}")
         rows.append({"case": f"{name} {nodes}x{cores} {rate / 1e6:g}Mbit/s network x{k:g}", "pattern": name,
                      "strategy": f"network x{k:g}", "load_average": load, **row})
+        _print(rows[-1])
+    for i, (nodes, cores, extra) in enumerate(BALANCES[: 1 if args.quick else None]):
+        load = os.getloadavg()[0]
+        row = balance(nodes=nodes, cores=cores, extra_s=extra, workdir=work / f"b{i}")
+        rows.append({"case": f"static imbalance {nodes}x{cores} +{extra * 1e3:g} ms balanced", "pattern": "lab halo",
+                     "load_average": load, **row})
         _print(rows[-1])
     summary = _summary(rows)
     summary["wall_s"] = time.time() - started

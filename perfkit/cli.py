@@ -373,3 +373,11 @@ def _configure_testbed(parser: argparse.ArgumentParser) -> Runner:
 
     testbed_command.configure(parser)
     return testbed_command.run
+
+
+@command("loop", "The closed loop on an emulated cluster: profile, place, predict, re-run placed anew, measure.")
+def _configure_loop(parser: argparse.ArgumentParser) -> Runner:
+    from perfkit.collect.testbed import command as testbed_command
+
+    testbed_command.configure_loop(parser)
+    return testbed_command.run_loop

@@ -1,16 +1,17 @@
 """Predict a run's elapsed time under another placement or a faster network, with an interval.
 
-Model (stated once). Between nodes, a bulk-synchronous run waits for its busiest link: the network
-part of the run takes ``T_net`` seconds, and ``T_net`` scales with the busiest link's time
-(``perfkit.placement.network.link_seconds``: bytes over the link's rate, plus latency per message).
-Elapsed time is the run's from the end of ``MPI_Init`` to the start of ``MPI_Finalize`` (``run_seconds``).
-What ``T_net`` is in the profiled run is bounded: at least the busiest link's time at the described
-rate (the link cannot go faster), at most the MPI time of the busiest rank (everything it spent in
-MPI, start-up and shut-down excluded). The prediction is
-``elapsed_after = elapsed_before - T_net * (1 - link_after / link_before)``, its point with ``T_net``
-at the rate TCP achieves (``ACHIEVED_FRACTION``), its interval over the whole bounded range.
-Compute and everything that is not the network is kept as measured. Without a described network
-the link rate is unknown: ``T_net`` then ranges from 0 to the MPI time, the point in the middle.
+Model (stated once). Elapsed time is the run's from the end of ``MPI_Init`` to the start of
+``MPI_Finalize`` (``run_seconds``); the busiest rank's MPI time over that span, ``M``, is the part the
+network can change; compute is kept as measured. ``L`` is the time the links need for the run's
+traffic between nodes (``perfkit.placement.network``: the flows sharing each node's link fairly at
+the described rate). The share of ``M`` the links explain, ``f = min(1, L / 0.95 / M)`` (TCP reaches
+about 95% of a link), scales with ``L``; the rest scales with the bytes between nodes (a limit on
+all traffic together: a switch backplane; on the testbed, the machine's own cores):
+``elapsed_after = elapsed_before - M * (1 - (f * L_after / L_before + (1 - f) * B_after / B_before))``.
+For faster links (``predict_network``) all of ``M`` scales with the links. Which of the two the rest
+follows is the model's unknown: the interval spans both, the bounds ``L <= network time <= M``, and
+the run-to-run spread of unchanged re-runs (``REPEATABILITY``). Without a described network the link
+rate is unknown: the network time ranges from 0 to ``M``, the point in the middle.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.analysis.whatif import whatif
-from perfkit.placement.network import ACHIEVED_FRACTION, Network, link_seconds
+from perfkit.placement.network import ACHIEVED_FRACTION, REPEATABILITY, Network, link_seconds
 from perfkit.placement.placement import Placement
 from perfkit.placement.strategies import place
 from perfkit.placement.topology import Topology
@@ -119,24 +120,26 @@ def run_seconds(ds: xr.Dataset, run: str) -> tuple[float, float]:
 
 
 def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after: dict[str, Any],
-             network: Network, placement_before: str) -> Prediction:
+             network: Network, placement_before: str, *, rest_with_links: bool = False) -> Prediction:
     elapsed, mpi = run_seconds(ds, run)
     lb, la = before["seconds"], after["seconds"]
+    bb, ba = before["inter_node_bytes"], after["inter_node_bytes"]
     if lb > 0 and network.sources.get("node_link_Bps") == UNKNOWN:
         ratio = la / lb
         point = elapsed - 0.5 * mpi * (1 - ratio)
-        low, high = sorted((elapsed, elapsed - mpi * (1 - ratio)))
+        candidates = [elapsed, elapsed - mpi * (1 - ratio)]
     elif lb > 0:
-        ratio = la / lb
-        t_low, t_point, t_high = min(lb, mpi), min(lb / ACHIEVED_FRACTION, mpi), mpi
-        ends = [elapsed - t * (1 - ratio) for t in (t_low, t_high)]
-        point = elapsed - t_point * (1 - ratio)
-        low, high = min(ends), max(ends)
+        by_links, by_bytes = la / lb, ba / bb if bb else 1.0
+        explained = min(1.0, lb / ACHIEVED_FRACTION / mpi) if mpi > 0 else 1.0
+        mixed = explained * by_links + (1 - explained) * by_bytes
+        point = elapsed - mpi * (1 - (by_links if rest_with_links else mixed))
+        candidates = [elapsed - mpi * (1 - r) for r in (by_links, by_bytes, mixed)]
+        candidates += [elapsed - t * (1 - by_links) for t in (min(lb, mpi), mpi)]
     else:  # no traffic between nodes before: the new network time adds to the run
         point = elapsed + la / ACHIEVED_FRACTION
-        low, high = elapsed + la, elapsed + la / ACHIEVED_FRACTION ** 2
-    return Prediction(what, before["inter_node_bytes"], after["inter_node_bytes"], elapsed, point, low, high,
-                      before, after, mpi, network, placement_before)
+        candidates = [elapsed + la, elapsed + la / ACHIEVED_FRACTION ** 2]
+    low, high = min(candidates) * (1 - REPEATABILITY), max(candidates) * (1 + REPEATABILITY)
+    return Prediction(what, bb, ba, elapsed, point, low, high, before, after, mpi, network, placement_before)
 
 
 def _matrices(ds: xr.Dataset, run: str) -> tuple[Any, Any]:
@@ -176,7 +179,7 @@ def predict_network(ds: xr.Dataset, k: float, network: Network | None, topology:
     switches = _switches(topology)
     before = link_seconds(traffic, node, network, counts=counts, switch_of=switches)
     after = link_seconds(traffic, node, network.scaled(k), counts=counts, switch_of=switches)
-    return _predict(f"network x{k:g}", ds, run, before, after, network.scaled(k), where)
+    return _predict(f"network x{k:g}", ds, run, before, after, network.scaled(k), where, rest_with_links=True)
 
 
 def predict_elapsed(ds: xr.Dataset, new: Placement, *, old: Placement | None = None, run: str | None = None,

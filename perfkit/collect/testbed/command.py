@@ -77,3 +77,65 @@ def run(args: argparse.Namespace) -> int:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
         os.replace(tmp, report)
     return result["exit_status"]
+
+
+LOOP_EPILOG = """\
+The program follows '--' without its launcher (mpirun or mpiexec.hydra is added, with the launch
+file for the re-run). It is profiled under block placement on a testbed, placed with STRATEGY, the
+re-run predicted (inter-node bytes, elapsed time with an interval), re-run with the launch file and
+measured. DIR receives the profiles, launch files and loop.json (predicted against measured). Root only.
+
+example:
+  perfkit loop --nodes 8 --cores 2 --bandwidth 200mbit --strategy scotch round_robin -o loop/ -- \\
+      ./app input.txt
+"""
+
+
+def configure_loop(parser: argparse.ArgumentParser) -> None:
+    """Options of ``perfkit loop``."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = LOOP_EPILOG
+    parser.add_argument("--nodes", type=int, required=True, help="emulated nodes")
+    parser.add_argument("--cores", type=int, required=True, help="cores (ranks) per node")
+    parser.add_argument("--bandwidth", default="200mbit", metavar="RATE",
+                        help="each node's link rate (default 200mbit)")
+    parser.add_argument("--switch-size", type=int, default=None, metavar="K", help="nodes per leaf switch")
+    parser.add_argument("--strategy", nargs="+", default=["scotch"],
+                        help="placement strategies to try (default scotch)")
+    parser.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi", help="launcher (default openmpi)")
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for profiles and loop.json")
+    parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="time limit per run [s]")
+    parser.add_argument("launch", nargs=argparse.REMAINDER, metavar="PROGRAM", help="the program, after '--'")
+
+
+def run_loop(args: argparse.Namespace) -> int:
+    """Profile, place, predict, re-run, measure; print and write predicted against measured."""
+    from perfkit.collect.testbed import why_unavailable
+    from perfkit.collect.testbed.loop import place_and_rerun
+
+    program = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
+    if not program:
+        raise ValueError("nothing to run: give the program after '--', e.g. -- ./app input.txt")
+    why = why_unavailable()
+    if why:
+        raise RuntimeError(why)
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"-o {out}: expected a folder")
+    try:
+        rows = place_and_rerun(program, nodes=args.nodes, cores=args.cores, bandwidth=args.bandwidth,
+                               strategies=args.strategy, switch_size=args.switch_size, mpi=args.mpi, workdir=out,
+                               timeout=args.timeout)
+    except KeyboardInterrupt as exc:
+        name = str(exc) or "SIGINT"
+        print(f"perfkit loop: stopped by {name}; every node removed", file=sys.stderr)
+        return {"SIGTERM": 143, "SIGHUP": 129}.get(name, 130)
+    (out / "loop.json").write_text(json.dumps(rows, indent=1) + "\n")
+    for r in rows:
+        print(f"{r['strategy']}: inter-node bytes predicted {r['bytes_predicted'] / 1e6:.2f} MB, measured "
+              f"{r['bytes_measured'] / 1e6:.2f} MB ({r['bytes_error_pct']:+.2f}%); elapsed "
+              f"{r['elapsed_before_measured']:.3f} s before, predicted {r['elapsed_predicted']:.3f} s "
+              f"[{r['elapsed_low']:.3f}, {r['elapsed_high']:.3f}], "
+              f"measured {r['elapsed_measured']:.3f} s ({r['elapsed_error_pct']:+.1f}%, "
+              f"{'inside' if r['in_interval'] else 'OUTSIDE'} the interval)")
+    return 0

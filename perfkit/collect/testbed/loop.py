@@ -6,7 +6,7 @@ strategy, write the launch file, re-run with it) and a faster network (``faster_
 a link rate, predict ``k`` times the rate, re-run on a testbed at that rate). Elapsed time is the
 profile's own (from the end of ``MPI_Init`` to the start of ``MPI_Finalize``, the collector on every
 rank in both runs), inter-node bytes the kernel's
-counters of the nodes' links.
+counters of the nodes' links less the frames' headers (``payload_bytes``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from perfkit.placement.predict import predict_network, predict_placement, run_se
 from perfkit.placement.strategies import place
 from perfkit.placement.topology import Topology
 
+#: Ethernet (14), IPv4 (20) and TCP with timestamps (32) header bytes of every frame on the links
+HEADER_BYTES = 66
 LAUNCH_FILE = {"openmpi": ("rankfile", "--rankfile"), "mpich": ("machinefile", "-f")}
 
 
@@ -52,7 +54,14 @@ def _profiled_run(tb: Testbed, launch: list[str], output: Path, timeout: float) 
     ds = open_profile(output)
     return {"profile": ds, "report": report, "elapsed": run_seconds(ds, str(ds["run"].values[0]))[0],
             "loop_s": float(loop.group(1)) if loop else None,
-            "wire_bytes": float(sum(n["tx_bytes"] for n in report["nodes"]))}
+            "wire_bytes": float(sum(n["tx_bytes"] for n in report["nodes"])),
+            "payload_bytes": payload_bytes(report)}
+
+
+def payload_bytes(report: dict[str, Any]) -> float:
+    """Bytes the nodes' links carried above their Ethernet, IP and TCP headers [B]: the kernel's
+    counters less ``HEADER_BYTES`` per frame (a frame without payload, an acknowledgement, counts 0)."""
+    return float(sum(n["tx_bytes"] - HEADER_BYTES * n["tx_packets"] for n in report["nodes"]))
 
 
 def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth: str | float,
@@ -84,7 +93,7 @@ def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth
                          "strategy": strategy, "mpi": mpi, "elapsed_before_measured": before["elapsed"],
                          "wire_bytes_before": before["wire_bytes"], "loop_before_s": before["loop_s"],
                          "loop_after_s": after["loop_s"], "kept_block": bool(placement.info.get("kept_block", False)),
-                         **prediction.compare(after["elapsed"], after["wire_bytes"]),
+                         **prediction.compare(after["elapsed"], after["payload_bytes"]),
                          "prediction": prediction.as_dict(), "profiles": [str(work / "before.mpinside"),
                                                                           str(work / f"{strategy}.mpinside")]})
     return rows
@@ -108,6 +117,41 @@ def faster_network(program: Sequence[str], *, nodes: int, cores: int, bandwidth:
         after = _profiled_run(tb, _launch(mpi, nprocs, program), work / "after.mpinside", timeout)
     return {"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "k": k, "switch_size": switch_size,
             "mpi": mpi, "elapsed_before_measured": before["elapsed"], "loop_before_s": before["loop_s"],
-            "loop_after_s": after["loop_s"], **prediction.compare(after["elapsed"], after["wire_bytes"]),
+            "loop_after_s": after["loop_s"], **prediction.compare(after["elapsed"], after["payload_bytes"]),
             "prediction": prediction.as_dict(), "profiles": [str(work / "before.mpinside"),
                                                              str(work / "after.mpinside")]}
+
+
+def balance(*, nodes: int, cores: int, bandwidth: str | float = "200mbit", steps: int = 20, step_s: float = 0.02,
+            extra_s: float = 0.02, late_rank: int = 0, workdir: str | Path | None = None,
+            timeout: float = 600) -> dict[str, Any]:
+    """The lab's static imbalance (``late_rank`` computes ``extra_s`` more each step) profiled on a testbed,
+    ``whatif(profile, "balance")`` predicted, and the same total compute run balanced (every rank
+    ``step_s + extra_s / nprocs``) measured. Elapsed is compared as the saving: measured run time
+    (``run_seconds``) before minus the predicted saving, its interval from the prediction's."""
+    from perfkit.analysis.whatif import whatif
+    from perfkit.collect.lab import launch_command
+
+    nprocs = nodes * cores
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perfkit-loop-"))
+    work.mkdir(parents=True, exist_ok=True)
+    common = {"steps": steps, "bytes": 1024}
+    with Testbed(nodes, cores, bandwidth=bandwidth) as tb:
+        skewed = launch_command("static_imbalance", nprocs, step_seconds=step_s, extra_seconds=extra_s,
+                                late_rank=late_rank, **common)
+        before = _profiled_run(tb, skewed, work / "before.mpinside", timeout)
+        even = launch_command("balanced", nprocs, step_seconds=step_s + extra_s / nprocs, **common)
+        after = _profiled_run(tb, even, work / "after.mpinside", timeout)
+    result = whatif(before["profile"], "balance").isel(run=0)
+    whole = float(result["elapsed_before"])
+    savings = [whole - whole / float(result[name]) for name in ("speedup", "speedup_low", "speedup_high")]
+    point, low, high = (before["elapsed"] - s for s in savings)
+    low, high = min(low, high), max(low, high)
+    measured = after["elapsed"]
+    return {"nodes": nodes, "cores": cores, "bandwidth_bit_s": parse_rate(bandwidth), "strategy": "balance",
+            "elapsed_before_measured": before["elapsed"], "elapsed_predicted": point, "elapsed_low": low,
+            "elapsed_high": high, "elapsed_measured": measured, "elapsed_error_pct": 100 * (point / measured - 1),
+            "in_interval": bool(low <= measured <= high), "bytes_predicted": before["payload_bytes"],
+            "bytes_measured": after["payload_bytes"],
+            "bytes_error_pct": 100 * (before["payload_bytes"] / after["payload_bytes"] - 1),
+            "profiles": [str(work / "before.mpinside"), str(work / "after.mpinside")]}

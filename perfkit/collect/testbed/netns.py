@@ -122,10 +122,11 @@ def link(switch_ns: str, port: str, other_ns: str, other_name: str, *, mtu: int)
 def shape(namespace: str, device: str, rate: float, delay: float) -> None:
     """Shape ``device``'s egress: netem ``delay`` [s] above a token bucket at ``rate`` [bit/s].
 
-    The bucket holds at least 64 KiB plus a jumbo frame (segmentation offload hands it packets that
-    large) or 2 ms at the rate; its queue holds 100 ms at the rate (at least 256 KiB) before dropping.
+    The bucket holds two jumbo frames or 0.5 ms at the rate, whichever is more (the kernel splits
+    larger offloaded segments; a bigger bucket would let each burst after an idle spell pass faster
+    than the rate); its queue holds 100 ms at the rate (at least 256 KiB) before dropping.
     """
-    burst = max(64 * 1024 + 9216, int(rate / 8 * 2e-3))
+    burst = max(2 * 9216 + 1024, int(rate / 8 * 0.5e-3))
     limit = max(256 * 1024, int(rate / 8 * 0.1))
     tc = ["tc", "-n", namespace, "qdisc", "add", "dev", device]
     if delay > 0:
