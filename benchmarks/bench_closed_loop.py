@@ -91,6 +91,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the first two placement rows and one network row")
     parser.add_argument("--keep", help="folder to keep the profiles in (default: a temporary one)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="re-runs of one case, nothing changed, for the run-to-run spread (default 5)")
     args = parser.parse_args()
     why = why_unavailable()
     if why:
@@ -102,6 +104,8 @@ def main() -> int:
     placements, networks = (PLACEMENTS[:2], NETWORKS[:1]) if args.quick else (PLACEMENTS, NETWORKS)
     rows = []
     started = time.time()
+    spread = repeatability(exe, work / "repeat", args.repeats)
+    print(f"run-to-run spread of {args.repeats} unchanged re-runs: {json.dumps(spread)}", flush=True)
     for i, (name, nodes, cores, rate, switch, strategies) in enumerate(placements):
         pattern = _scaled(_pattern(name, nodes * cores), cores, rate)
         file = patterns.write_pattern(pattern, work / f"p{i}.txt")
@@ -130,12 +134,32 @@ def main() -> int:
         _print(rows[-1])
     summary = _summary(rows)
     summary["wall_s"] = time.time() - started
+    summary["repeatability"] = spread
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({"summary": summary, "rows": rows, "steps": STEPS, "compute_s": COMPUTE_S,
                                    "step_network_s": STEP_NETWORK_S}, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     print(table(rows))
     return 0
+
+
+def repeatability(exe: str, work: Path, repeats: int) -> dict:
+    """Elapsed time of one case (the first placement row, block placement) re-run ``repeats`` times:
+    the spread an interval must allow for when nothing changes."""
+    from perfkit.collect.testbed import Testbed
+    from perfkit.collect.testbed.loop import mpi_launch, profiled_run
+
+    name, nodes, cores, rate, switch, _ = PLACEMENTS[0]
+    work.mkdir(parents=True, exist_ok=True)
+    file = patterns.write_pattern(_scaled(_pattern(name, nodes * cores), cores, rate), work / "pattern.txt")
+    with Testbed(nodes, cores, bandwidth=rate, switch_size=switch) as tb:
+        times = [profiled_run(tb, mpi_launch("openmpi", nodes * cores, [exe, str(file), f"steps={STEPS}",
+                                                                      f"step={COMPUTE_S}"]),
+                               work / f"run{i}.mpinside", 600)["elapsed"] for i in range(repeats)]
+    median = statistics.median(times)
+    return {"case": f"{name} {nodes}x{cores} {rate / 1e6:g}Mbit/s block", "elapsed_s": times,
+            "largest_deviation_from_median": max(abs(t / median - 1) for t in times),
+            "load_average": os.getloadavg()[0]}
 
 
 def _print(row: dict) -> None:

@@ -31,7 +31,8 @@ HEADER_BYTES = 66
 LAUNCH_FILE = {"openmpi": ("rankfile", "--rankfile"), "mpich": ("machinefile", "-f")}
 
 
-def _launch(mpi: str, nprocs: int, program: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
+def mpi_launch(mpi: str, nprocs: int, program: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
+    """``mpirun`` (``"openmpi"``) or ``mpiexec.hydra`` (``"mpich"``) of ``program`` on ``nprocs`` ranks."""
     if mpi == "openmpi":
         return ["mpirun", "-np", str(nprocs), *extra, *program]
     if mpi == "mpich":
@@ -39,7 +40,7 @@ def _launch(mpi: str, nprocs: int, program: Sequence[str], extra: Sequence[str] 
     raise ValueError(f"mpi {mpi!r}: expected 'openmpi' or 'mpich'")
 
 
-def _profiled_run(tb: Testbed, launch: list[str], output: Path, timeout: float) -> dict[str, Any]:
+def profiled_run(tb: Testbed, launch: list[str], output: Path, timeout: float) -> dict[str, Any]:
     """Run ``launch`` on the testbed under the collector (with matrices); the profile and link counters."""
     perfkit = str(Path(sys.executable).with_name("perfkit"))
     log = output.with_suffix(".out")
@@ -81,13 +82,13 @@ def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth
     fmt, flag = LAUNCH_FILE[mpi]
     rows = []
     with Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size, uplink=up) as tb:
-        before = _profiled_run(tb, _launch(mpi, nprocs, program), work / "before.mpinside", timeout)
+        before = profiled_run(tb, mpi_launch(mpi, nprocs, program), work / "before.mpinside", timeout)
         for strategy in strategies:
             placement = place(before["profile"], topology, strategy=strategy, seed=seed)
             prediction = predict_placement(before["profile"], placement, network)
             launch_file = work / f"{strategy}.{fmt}"
             placement.write(fmt, launch_file)
-            after = _profiled_run(tb, _launch(mpi, nprocs, program, (flag, str(launch_file))),
+            after = profiled_run(tb, mpi_launch(mpi, nprocs, program, (flag, str(launch_file))),
                                   work / f"{strategy}.mpinside", timeout)
             rows.append({"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "switch_size": switch_size,
                          "strategy": strategy, "mpi": mpi, "elapsed_before_measured": before["elapsed"],
@@ -111,10 +112,10 @@ def faster_network(program: Sequence[str], *, nodes: int, cores: int, bandwidth:
     network = Network.described(rate, uplink_bit_s=rate if switch_size else None)
     topology = Topology(nodes=nodes, cores=cores, switch_size=switch_size)
     with Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size) as tb:
-        before = _profiled_run(tb, _launch(mpi, nprocs, program), work / "before.mpinside", timeout)
+        before = profiled_run(tb, mpi_launch(mpi, nprocs, program), work / "before.mpinside", timeout)
     prediction = predict_network(before["profile"], k, network, topology)
     with Testbed(nodes, cores, bandwidth=rate * k, switch_size=switch_size) as tb:
-        after = _profiled_run(tb, _launch(mpi, nprocs, program), work / "after.mpinside", timeout)
+        after = profiled_run(tb, mpi_launch(mpi, nprocs, program), work / "after.mpinside", timeout)
     return {"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "k": k, "switch_size": switch_size,
             "mpi": mpi, "elapsed_before_measured": before["elapsed"], "loop_before_s": before["loop_s"],
             "loop_after_s": after["loop_s"], **prediction.compare(after["elapsed"], after["payload_bytes"]),
@@ -139,9 +140,9 @@ def balance(*, nodes: int, cores: int, bandwidth: str | float = "200mbit", steps
     with Testbed(nodes, cores, bandwidth=bandwidth) as tb:
         skewed = launch_command("static_imbalance", nprocs, step_seconds=step_s, extra_seconds=extra_s,
                                 late_rank=late_rank, **common)
-        before = _profiled_run(tb, skewed, work / "before.mpinside", timeout)
+        before = profiled_run(tb, skewed, work / "before.mpinside", timeout)
         even = launch_command("balanced", nprocs, step_seconds=step_s + extra_s / nprocs, **common)
-        after = _profiled_run(tb, even, work / "after.mpinside", timeout)
+        after = profiled_run(tb, even, work / "after.mpinside", timeout)
     result = whatif(before["profile"], "balance").isel(run=0)
     whole = float(result["elapsed_before"])
     savings = [whole - whole / float(result[name]) for name in ("speedup", "speedup_low", "speedup_high")]
