@@ -41,7 +41,7 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def _wait_for(condition, timeout: float = 30.0) -> None:
+def _wait_for(condition, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
