@@ -3,7 +3,9 @@
 Shared controls (run, metric, grouping, rank range, rank selection) drive the tabs: the stacked
 per-rank profile, the scaling views (two or more runs with known ``nprocs``), the POP efficiencies
 (coloured table, and across the series), imbalance findings and, when the Dataset has ``traffic``,
-a sender x receiver heatmap. The same layout works in a notebook, in Voila and under
+a sender x receiver heatmap and the placement tab (given a measured re-run, its prediction against
+the re-run: ``rerun=`` or a run labelled with the strategy's name, see
+:mod:`perfkit.widgets.placement`). The same layout works in a notebook, in Voila and under
 ``panel serve`` (see :mod:`perfkit.widgets.explorer_app`).
 
 Ranks are selected by box or lasso in the per-rank plot, by node, or as the slow ranks or the
@@ -45,8 +47,10 @@ from perfkit.widgets.selection import describe_ranks, selection_controls, select
 MAX_CELLS = 256
 
 
-def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
-    """The explorer dashboard for ``ds``: controls on top, one tab per view."""
+def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None = None,
+            link_rate: str = "") -> pn.Column:
+    """The explorer dashboard for ``ds``: controls on top, one tab per view. ``rerun`` (the measured re-run
+    of a placement) and ``link_rate`` (``"200mbit"``; empty: unknown) go to the placement tab."""
     state = rank_state(ds, run)
     controls = rank_controls(ds, state)
     # selecting runs of a sparse traffic cube by a list is slow: views that do not draw traffic go without it
@@ -76,7 +80,7 @@ def explore(ds: xr.Dataset, run: str | None = None) -> pn.Column:
                  *in_state, quantity, header=quantity)
         from perfkit.widgets.placement import placement_panel  # the placement tab lives in its own module
 
-        _add_tab(tabs, "placement", _once(lambda: placement_panel(ds, state)))
+        _add_tab(tabs, "placement", _once(lambda: placement_panel(ds, state, rerun=rerun, link_rate=link_rate)))
     n_runs = ds.sizes["run"]
     title = pn.pane.Markdown(f"### perfkit explorer: {n_runs} run{'s' * (n_runs > 1)}")
     return pn.Column(title, *controls, selection_controls(profiles, state), tabs, sizing_mode="stretch_width")

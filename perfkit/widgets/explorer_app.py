@@ -1,14 +1,18 @@
 """Serve the perfkit explorer in a browser with panel's server.
 
-``python -m perfkit.widgets.explorer_app [FILES_OR_GLOBS ...] [--port 5006]`` reads the profiles
-once and serves one dashboard per browser session; without files it serves the bundled synthetic
-scaling series. ``panel serve perfkit/widgets/explorer_app.py`` serves the bundled series too.
+``python -m perfkit.widgets.explorer_app [FILES_OR_GLOBS ...] [--link-rate 200mbit] [--port 5006]``
+reads the profiles once and serves one dashboard per browser session; without files it serves the
+bundled synthetic scaling series. ``panel serve perfkit/widgets/explorer_app.py`` serves the bundled
+series too, or ``--args FILES_OR_GLOBS ... [--link-rate RATE]``. A closed loop's folder
+(``before.mpinside`` and ``<strategy>.mpinside`` re-runs) shows predicted against measured in the
+placement tab; ``--link-rate`` is each node's link rate the prediction assumes (default: unknown).
 Panel's server hands out its JavaScript itself, so no internet access is needed.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,20 +33,29 @@ def load(paths: tuple[str, ...] = (BUNDLED,)) -> xr.Dataset:
     return perfkit.open_runs([path for pattern in paths for path in expand_paths(pattern)])
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command line entry point: read the runs, then serve the explorer until interrupted."""
+def parser(serving: bool = False) -> argparse.ArgumentParser:
+    """The options: files and link rate; host and port unless under ``panel serve`` (``serving``)."""
     parser = argparse.ArgumentParser(prog="python -m perfkit.widgets.explorer_app", description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="*", help="profile files or glob patterns (default: bundled synthetic series)")
-    parser.add_argument("--port", type=int, default=5006)
-    parser.add_argument("--address", default="127.0.0.1")
-    parser.add_argument("--show", action="store_true", help="open a browser tab")
-    args = parser.parse_args(argv)
+    parser.add_argument("--link-rate", default="", help="each node's link rate for the placement tab's prediction, "
+                        "e.g. 200mbit (default: unknown)")
+    if not serving:
+        parser.add_argument("--port", type=int, default=5006)
+        parser.add_argument("--address", default="127.0.0.1")
+        parser.add_argument("--show", action="store_true", help="open a browser tab")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command line entry point: read the runs, then serve the explorer until interrupted."""
+    args = parser().parse_args(argv)
     runs = load(tuple(args.paths) or (BUNDLED,))
-    pn.serve(lambda: explore(runs), port=args.port, address=args.address, show=args.show,
+    pn.serve(lambda: explore(runs, link_rate=args.link_rate), port=args.port, address=args.address, show=args.show,
              title="perfkit explorer", websocket_origin=[f"{args.address}:{args.port}", f"localhost:{args.port}"])
 
 
 if __name__ == "__main__":
     main()
 elif __name__.startswith("bokeh"):
-    explore(load()).servable(title="perfkit explorer")
+    served = parser(serving=True).parse_args(sys.argv[1:])
+    explore(load(tuple(served.paths) or (BUNDLED,)), link_rate=served.link_rate).servable(title="perfkit explorer")

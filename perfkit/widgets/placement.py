@@ -7,8 +7,17 @@ per node, sockets, leaf switch size or a host list; the strategy; the map time l
 itself runs in a killable worker process, stopped at the time limit) while a progress bar and a
 Cancel button show; a result that arrives after the controls changed again, or after Cancel, is
 discarded. The view shows the cost of the placement against block, the node x node traffic before
-and after on one colour scale, the predicted elapsed time with its interval
-(:func:`perfkit.placement.predict.predict_elapsed`) and one download button per launch format.
+and after on one colour scale, the predicted elapsed time with its interval and the inter-node
+bytes before and after (:func:`perfkit.placement.predict.predict_placement`, for the link rate
+typed in the tab, or an unknown rate: a wider interval) and one download button per launch format.
+
+Given the measured re-run, the tab sets the prediction against it: elapsed time from the end of
+``MPI_Init`` to the start of ``MPI_Finalize`` (``run_seconds``) and inter-node bytes from the
+re-run's traffic matrix, its ranks on the nodes its host names say (else on the nodes of the
+placement shown). A re-run is ``placement_view(data, rerun=ds)``, or in the data itself a run
+labelled with a strategy's name (``scotch``, ``round_robin``, ...; as ``perfkit loop`` writes
+``<strategy>.mpinside``, also ``dir/scotch`` beside ``dir/before``): the re-run of the other runs
+of its directory under that strategy, compared while that strategy is shown.
 """
 
 from __future__ import annotations
@@ -39,7 +48,9 @@ from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 from perfkit.widgets.selection import describe_ranks
 
 if TYPE_CHECKING:
+    from perfkit.placement.network import Network
     from perfkit.placement.placement import Placement
+    from perfkit.placement.predict import Prediction
     from perfkit.placement.topology import Topology
 
 #: The strategies offered (``perfkit.place``) and what their buttons say.
@@ -69,6 +80,10 @@ BUSY_DELAY_S = 0.4
 MAX_NODE_TICKS = 16
 #: What the what-if line says while the prediction is computed.
 PREDICTING = "Predicting the elapsed time..."
+#: Rows of the prediction table: elapsed time and inter-node bytes.
+ELAPSED_ROW, BYTES_ROW = "elapsed [s]", "inter-node bytes"
+#: An elapsed time inside the interval, or not, as the prediction table says it.
+INSIDE, OUTSIDE = "inside", "OUTSIDE"
 #: Placements remembered per view (switching back to a topology and strategy seen is instant).
 CACHE_SIZE = 32
 
@@ -84,6 +99,7 @@ class PlacementState(param.Parameterized):
     hosts = param.String(default="", doc="node list 'n001 24, n002 24' (overrides nodes and cores)")
     strategy = param.Selector(default="scotch", objects=list(STRATEGY_LABELS))
     timeout = param.Number(default=60.0, bounds=(0, None), inclusive_bounds=(False, True), doc="map time limit [s]")
+    link_rate = param.String(default="", doc="each node's link rate, '200mbit', '1gbit'; empty: unknown")
 
     def topology(self) -> Topology:
         """The cluster the controls describe (``ValueError`` when they contradict each other)."""
@@ -101,8 +117,11 @@ class PlacementResult:
     placed: Placement
     table: pd.DataFrame
     node_traffic: tuple[xr.DataArray, xr.DataArray]
-    prediction: xr.Dataset | None
+    prediction: Prediction | None
     prediction_note: str
+    #: Predicted against the measured re-run (``Prediction.compare``), and where its numbers came from.
+    comparison: dict[str, Any] | None = None
+    comparison_note: str = ""
 
 
 def run_ranks(ds: xr.Dataset, run: str) -> int:
@@ -188,21 +207,93 @@ def compute_result(data: Any, topology: Topology, strategy: str, *, timeout: flo
     return with_prediction(data, result) if predict else result
 
 
-def with_prediction(data: Any, result: PlacementResult) -> PlacementResult:
-    """``result`` with the predicted elapsed time of the run placed anew (or the reason there is none)."""
+def link_network(text: str, topology: Topology) -> Network | None:
+    """The network each node's link rate ``text`` describes (``"200mbit"``, ``"1gbit"``, ``"25mbps"`` for
+    bytes; leaf uplinks as fast), or None when ``text`` is empty (rate unknown)."""
+    if not text.strip():
+        return None
+    from perfkit.collect.testbed.spec import parse_rate  # the rate syntax of perfkit testbed and place
+    from perfkit.placement.network import Network
+
+    rate = parse_rate(text)
+    return Network.described(rate, uplink_bit_s=rate if topology.switch_size else None)
+
+
+def with_prediction(data: Any, result: PlacementResult, link_rate: str = "",
+                    rerun: xr.Dataset | None = None) -> PlacementResult:
+    """``result`` with the predicted elapsed time and inter-node bytes of the run placed anew for links at
+    ``link_rate`` (empty: unknown), set against ``rerun`` (one run: the measured re-run) when given."""
     prediction, note = None, ""
     if not isinstance(data, xr.Dataset) or not data.sizes.get("function", 0):
-        note = "No prediction: a bare matrix has no profile to feed the what-if model (open the run's profile)."
-    elif result.placed.strategy == "block":
-        note = "Block is the reference: no change to predict."
+        note = "No prediction: a bare matrix has no profile to feed the time model (open the run's profile)."
     else:
-        from perfkit.placement.predict import predict_elapsed
+        from perfkit.placement.predict import predict_placement
 
         try:
-            prediction = predict_elapsed(data, result.placed, old=result.block)
+            network = link_network(link_rate, result.placed.topology)
+            prediction = predict_placement(data, result.placed, network)
         except ValueError as problem:
-            note = f"No prediction: {problem}."
-    return replace(result, prediction=prediction, prediction_note=note)
+            note = f"No prediction: {str(problem).rstrip('.')}."
+    comparison, why = (None, "")
+    if prediction is not None and rerun is not None:
+        comparison, why = compare_rerun(prediction, result.placed, rerun)
+    return replace(result, prediction=prediction, prediction_note=note, comparison=comparison, comparison_note=why)
+
+
+def compare_rerun(prediction: Prediction, placed: Placement, rerun: xr.Dataset) -> tuple[dict[str, Any] | None, str]:
+    """Predicted against the measured re-run (one run): ``Prediction.compare`` of its elapsed time [s] and
+    inter-node bytes [B], and where they came from (or None and why they cannot be compared)."""
+    from perfkit.placement.predict import profile_nodes, run_seconds
+
+    label = str(rerun["run"].values[0])
+    nranks = int(rerun.sizes["sender"])
+    if nranks != placed.nranks:
+        return None, f"The re-run `{label}` has {nranks} ranks, the placement {placed.nranks}: not compared."
+    topology = placed.topology
+    if "host" in rerun:
+        node, where = profile_nodes(rerun, label, topology)
+        if where != "the profile's host names":
+            return None, f"The re-run `{label}` has no host name for every rank: not compared."
+        if not same_partition(node, placed.node):
+            return None, (f"The re-run `{label}` put its ranks on other nodes than the placement shown "
+                          "(its host names): not compared.")
+        source = "its ranks on the nodes its host names say"
+    else:
+        recorded = float(rerun["nodes"].values[0]) if "nodes" in rerun.coords else math.nan
+        if math.isfinite(recorded) and int(recorded) != topology.nodes:
+            return None, (f"The re-run `{label}` ran on {int(recorded)} nodes, the placement shown on "
+                          f"{topology.nodes}: set the nodes to compare.")
+        node, source = placed.node, "its ranks on the nodes of the placement shown (it has no host names)"
+    matrix = rerun["traffic"].sel(run=label, quantity="bytes")
+    values = matrix.data.todense() if hasattr(matrix.data, "todense") else matrix.values
+    values = np.nan_to_num(np.asarray(values, dtype=float))
+    inter = float(values[node[:, None] != node[None, :]].sum())
+    elapsed = run_seconds(rerun, label)[0]
+    return prediction.compare(elapsed, inter), (
+        f"**Measured re-run** `{label}`: elapsed from the end of `MPI_Init` to the start of `MPI_Finalize`; "
+        f"inter-node bytes from its traffic matrix, {source}.")
+
+
+def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether node arrays ``a`` and ``b`` group the ranks alike (node numbers may differ)."""
+    pairs = np.unique(np.column_stack([a, b]), axis=0)
+    return len(np.unique(pairs[:, 0])) == len(pairs) == len(np.unique(pairs[:, 1]))
+
+
+def strategy_of(label: str) -> str | None:
+    """The strategy a run's label names (``scotch``, ``dir/round_robin``), else None."""
+    name = label.rsplit("/", 1)[-1]
+    return name if name in STRATEGY_LABELS else None
+
+
+def labelled_reruns(data: Any, run: str) -> dict[str, str]:
+    """Runs of ``data`` that are re-runs of ``run``: strategy -> label, for the runs of ``run``'s directory
+    labelled with a strategy's name (none when ``run`` is itself so labelled)."""
+    if not isinstance(data, xr.Dataset) or "run" not in data.dims or not run or strategy_of(run):
+        return {}
+    folder = run.rpartition("/")[0]
+    return {strategy: label for label in map(str, data["run"].values)
+            if label != run and (strategy := strategy_of(label)) and label.rpartition("/")[0] == folder}
 
 
 def _placement(data: Any, topology: Topology, strategy: str, timeout: float | None,
@@ -220,21 +311,57 @@ def _placement(data: Any, topology: Topology, strategy: str, timeout: float | No
 
 
 def prediction_text(result: PlacementResult) -> str:
-    """The what-if line: elapsed before -> after [s], the change [%] and its interval."""
-    if result.prediction is None:
-        return result.prediction_note
+    """The prediction in words: elapsed time before -> after [s] with its interval, inter-node bytes, and
+    the network it assumed with where its numbers came from."""
     pred = result.prediction
-    before = float(pred["elapsed_before"].values.squeeze())
-    after = float(pred["elapsed_after"].values.squeeze())
-    low = before / float(pred["speedup_high"].values.squeeze())
-    high = before / float(pred["speedup_low"].values.squeeze())
-    change = 100 * (after / before - 1)
-    return (f"**Predicted elapsed time** (what-if `network` model, k = {pred.attrs['network_factor']:.3g}: "
-            f"estimated comm time {1e3 * pred.attrs['comm_time_old_s']:.3g} ms -> "
-            f"{1e3 * pred.attrs['comm_time_new_s']:.3g} ms): {before:.4g} s -> **{after:.4g} s** "
-            f"({change:+.1f} %), interval {low:.4g} .. {high:.4g} s "
-            f"({100 * (low / before - 1):+.1f} .. {100 * (high / before - 1):+.1f} %). "
-            "First order: contention the cost model does not see is not in it.")
+    if pred is None:
+        return result.prediction_note
+    label = STRATEGY_LABELS.get(result.placed.strategy, result.placed.strategy)
+    change = 100 * (pred.elapsed_after / pred.elapsed_before - 1)
+    parts = [f"**Predicted elapsed time** placed by {label} (from the end of `MPI_Init` to the start of "
+             f"`MPI_Finalize`): {pred.elapsed_before:.4g} s -> **{pred.elapsed_after:.4g} s** ({change:+.1f} %), "
+             f"interval {pred.elapsed_after_low:.4g} .. {pred.elapsed_after_high:.4g} s; inter-node bytes "
+             f"{si(pred.inter_node_bytes_before)}B -> {si(pred.inter_node_bytes_after)}B. "
+             f"Placed before: {pred.placement_before}."]
+    sources = pred.network.sources
+    if sources.get("node_link_Bps") == "described":
+        parts.append(f"Network: links of {si(pred.network.node_link_Bps * 8)}bit/s (described): the links need "
+                     f"{pred.link_before['seconds']:.3g} s -> {pred.link_after['seconds']:.3g} s for the run's "
+                     f"traffic, against the busiest rank's {pred.mpi_seconds:.3g} s of MPI time.")
+    else:
+        parts.append("Network: link rate **unknown** (type one, e.g. 200mbit, for a narrower interval): the "
+                     f"network's time may be anything up to the busiest rank's {pred.mpi_seconds:.3g} s of MPI time.")
+    return " ".join(parts)
+
+
+def prediction_table(result: PlacementResult) -> pd.DataFrame:
+    """Elapsed time [s] and inter-node bytes before, predicted (with the interval) and, given the re-run,
+    measured, the prediction's error [%] and whether the measurement fell inside the interval."""
+    pred = result.prediction
+    if pred is None:
+        return pd.DataFrame()
+    rows = {ELAPSED_ROW: {"before": f"{pred.elapsed_before:.4g}", "predicted": f"{pred.elapsed_after:.4g}",
+                          "interval": f"{pred.elapsed_after_low:.4g} .. {pred.elapsed_after_high:.4g}"},
+            BYTES_ROW: {"before": f"{si(pred.inter_node_bytes_before)}B",
+                        "predicted": f"{si(pred.inter_node_bytes_after)}B", "interval": ""}}
+    row = result.comparison
+    if row is not None:
+        rows[ELAPSED_ROW].update({"measured (re-run)": f"{row['elapsed_measured']:.4g}",
+                                  "error": f"{row['elapsed_error_pct']:+.1f} %",
+                                  "in interval": INSIDE if row["in_interval"] else OUTSIDE})
+        error = row["bytes_error_pct"]
+        rows[BYTES_ROW].update({"measured (re-run)": f"{si(row['bytes_measured'])}B",
+                                "error": f"{error:+.1f} %" if math.isfinite(error) else "",
+                                "in interval": ""})
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("").reset_index()
+
+
+def si(value: float) -> str:
+    """``value`` with an SI prefix and four significant digits: ``219.4 M``, ``3.2 k``, ``12 ``."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.4g} {prefix}"
+    return f"{value:.4g} "
 
 
 def selection_text(result: PlacementResult, selected: list[int] | None, label: str = "") -> str:
@@ -328,8 +455,10 @@ def heatmap_frames(result: PlacementResult) -> list[tuple[xr.DataArray, str, tup
 class PlacementView:
     """Widgets, background mapping and result panes of one placement tab (see :func:`placement_panel`)."""
 
-    def __init__(self, data: Any, state: PlacementState, follow: RankState | None = None) -> None:
+    def __init__(self, data: Any, state: PlacementState, follow: RankState | None = None,
+                 reruns: dict[str, xr.Dataset] | None = None) -> None:
         self.data, self.state = data, state
+        self.reruns = dict(reruns or {})  # strategy -> the measured re-run (one run), for every run shown
         self._generation = 0
         self._lock = threading.Lock()
         self._caches: dict[str, OrderedDict] = {}
@@ -349,6 +478,9 @@ class PlacementView:
         self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
                                        stylesheets=[MEASURE_CSS], sizing_mode="stretch_width", max_width=900)
         self.prediction = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.measured = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.forecast = pn.pane.DataFrame(pd.DataFrame(), index=False, stylesheets=[MEASURE_CSS],
+                                          sizing_mode="stretch_width", max_width=900, visible=False)
         self.follow = follow
         self.selection = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.node_maps = NodeHeatmaps()
@@ -360,11 +492,11 @@ class PlacementView:
                                                   label=_download_label(fmt), embed=False, disabled=True,
                                                   color="primary", width=200) for fmt in FORMATS]
         self.results = pn.Column(
-            self.decision, self.table, self.prediction, self.selection, self.heatmaps,
+            self.decision, self.table, self.prediction, self.measured, self.forecast, self.selection, self.heatmaps,
             pn.pane.Markdown("**Launch files** of the placement shown (hosts from the host list, else node000...):"),
             pn.FlexBox(*self.downloads), sizing_mode="stretch_width", visible=False)
         state.param.watch(lambda *_: self.start(), ["run", "nodes", "cores", "sockets", "switch_size", "hosts",
-                                                   "strategy", "timeout"])
+                                                   "strategy", "timeout", "link_rate"])
         if follow is not None:
             follow.param.watch(lambda event: self.follow_run(event.new), "run")
             follow.param.watch(lambda *_: self._show_selection(), ["selected", "selection_label"])
@@ -385,6 +517,10 @@ class PlacementView:
         hosts = pn.widgets.TextInput(label="host list (overrides nodes, cores)", value=state.hosts,
                                      placeholder="n001 24, n002 24, ...", width=WIDGET_WIDTH + 80)
         hosts.param.watch(lambda event: setattr(state, "hosts", event.new), "value")
+        rate = pn.widgets.TextInput(label="link rate (empty: unknown)", value=state.link_rate,
+                                    placeholder="200mbit, 10gbit, ...", width=WIDGET_WIDTH)
+        rate.param.watch(lambda event: setattr(state, "link_rate", event.new.strip()), "value")
+        state.param.watch(lambda event: setattr(rate, "value", event.new), "link_rate")
         strategy = pn.widgets.RadioButtonGroup(value=state.strategy, options={
             label: s for s, label in STRATEGY_LABELS.items()})
         strategy.param.watch(lambda event: setattr(state, "strategy", event.new), "value")
@@ -392,7 +528,7 @@ class PlacementView:
         state.param.watch(lambda event: setattr(hosts, "value", event.new), "hosts")
         note = pn.pane.Markdown("Placement of this run's ranks on a cluster, compared with **block** "
                                 "(`perfkit.place`; numbers apply on Enter).", sizing_mode="stretch_width")
-        return [note, pn.FlexBox(nodes, cores, sockets, switch, hosts, timeout),
+        return [note, pn.FlexBox(nodes, cores, sockets, switch, hosts, timeout, rate),
                 pn.Row(pn.pane.Markdown("strategy", width=70), strategy)]
 
     def follow_run(self, run: str) -> None:
@@ -412,7 +548,7 @@ class PlacementView:
             with self._hold():
                 self._show_error(problem)
             return
-        seen = self._results.get(state.run, {}).get((topology, state.strategy))
+        seen = self._results.get(state.run, {}).get((topology, state.strategy, state.link_rate))
         if seen is not None:  # shown at once, without a round through a thread and the event loop
             self._finish(generation, seen)
             return
@@ -420,7 +556,7 @@ class PlacementView:
         timer = threading.Timer(BUSY_DELAY_S, lambda: self._schedule(partial(self._busy, generation, busy)))
         timer.daemon = True
         timer.start()
-        job = partial(self._job, generation, state.run, topology, state.strategy, state.timeout)
+        job = partial(self._job, generation, state.run, topology, state.strategy, state.timeout, state.link_rate)
         threading.Thread(target=job, name="perfkit-placement", daemon=True).start()
 
     def cancel_job(self) -> None:
@@ -443,9 +579,22 @@ class PlacementView:
 
     # --- background job -----------------------------------------------------------------------
 
-    def _job(self, generation: int, run: str, topology: Topology, strategy: str, timeout: float) -> None:
+    def rerun(self, run: str, strategy: str) -> xr.Dataset | None:
+        """The measured re-run of ``run`` under ``strategy`` (one run, cut to its ranks), if any."""
+        if strategy in self.reruns:
+            return self.reruns[strategy]
+        label = labelled_reruns(self.data, run).get(strategy)
+        if label is None:
+            return None
+        if label not in self._runs:
+            self._runs[label] = run_traffic(self.data, label)
+        return self._runs[label]
+
+    def _job(self, generation: int, run: str, topology: Topology, strategy: str, timeout: float,
+             link_rate: str) -> None:
         results = self._results.setdefault(run, OrderedDict())
-        outcome: PlacementResult | Exception | None = results.get((topology, strategy))
+        key = (topology, strategy, link_rate)
+        outcome: PlacementResult | Exception | None = results.get(key)
         try:
             if outcome is None:
                 if run not in self._runs:
@@ -454,8 +603,8 @@ class PlacementView:
                 shown = compute_result(self._runs[run], topology, strategy, timeout=timeout, cache=cache,
                                        predict=False)
                 self._schedule(partial(self._finish, generation, shown))  # the what-if line follows
-                outcome = with_prediction(self._runs[run], shown)
-                results[(topology, strategy)] = outcome
+                outcome = with_prediction(self._runs[run], shown, link_rate, self.rerun(run, strategy))
+                results[key] = outcome
                 while len(results) > CACHE_SIZE:
                     results.popitem(last=False)
         except Exception as problem:  # shown in the tab: a failed map must not take the dashboard down
@@ -501,14 +650,14 @@ class PlacementView:
 
     def _show(self, outcome: PlacementResult) -> None:
         if self._current_ok and self.result is not None and self.result.placed is outcome.placed:
-            self.result = outcome  # the same placement, now with its prediction
-            self.prediction.object = prediction_text(outcome)
-            self._idle("")
+            self.result = outcome  # the same placement, with its prediction (or for another link rate)
+            self._show_prediction(outcome)
+            self._idle("", settled=outcome.prediction_note != PREDICTING)
             return
         self.result, self._current_ok = outcome, True
         self.decision.object = decision_text(outcome)
         self.table.object = outcome.table
-        self.prediction.object = prediction_text(outcome)
+        self._show_prediction(outcome)
         self._show_selection()
         frames = heatmap_frames(outcome)
         self.node_maps.update(frames)
@@ -518,6 +667,13 @@ class PlacementView:
             button.disabled = False
         self.results.visible = True
         self._idle("", settled=outcome.prediction_note != PREDICTING)
+
+    def _show_prediction(self, outcome: PlacementResult) -> None:
+        self.prediction.object = prediction_text(outcome)
+        self.measured.object = outcome.comparison_note
+        table = prediction_table(outcome)
+        self.forecast.object = table
+        self.forecast.visible = not table.empty
 
     def _show_selection(self) -> None:
         """The nodes of the dashboard's selected ranks under block and under the placement shown."""
@@ -544,17 +700,45 @@ def _download_label(fmt: str) -> str:
     return fmt if FILENAMES[fmt] == fmt else f"{fmt} ({FILENAMES[fmt]})"
 
 
-def placement_view(data: Any, state: RankState | None = None, *, run: str | None = None) -> PlacementView:
-    """The placement tab's object (its ``panel``, ``state``, ``result`` and ``wait()``); see :func:`placement_panel`."""
+def placement_view(data: Any, state: RankState | None = None, *, run: str | None = None,
+                   rerun: xr.Dataset | None = None, strategy: str | None = None,
+                   link_rate: str = "") -> PlacementView:
+    """The placement tab's object (its ``panel``, ``state``, ``result`` and ``wait()``); see :func:`placement_panel`.
+
+    ``rerun``: the measured re-run (profile with ``traffic``); each of its runs labelled with a strategy's
+    name is the re-run under that strategy, a single run otherwise the re-run under ``strategy``.
+    ``strategy``: the one shown first (default: the re-run's, else Scotch). ``link_rate``: each node's
+    link rate, ``"200mbit"`` (empty: unknown).
+    """
     if isinstance(data, xr.Dataset) and "traffic" not in data:
         raise ValueError("the Dataset has no 'traffic' (rank-to-rank matrices): nothing to place")
     label = state.run if state is not None else (run or (str(data["run"].values[0])
                                                           if isinstance(data, xr.Dataset) and "run" in data.dims
                                                           else ""))
-    pstate = PlacementState(run=label, **default_topology(data, label or None))
-    return PlacementView(data, pstate, follow=state)
+    reruns = rerun_strategies(rerun, strategy)
+    first = strategy or next(iter(reruns), None) or PlacementState.param.strategy.default
+    pstate = PlacementState(run=label, strategy=first, link_rate=link_rate, **default_topology(data, label or None))
+    return PlacementView(data, pstate, follow=state, reruns=reruns)
 
 
-def placement_panel(data: Any, state: RankState | None = None, *, run: str | None = None) -> pn.Column:
-    """The placement tab for ``data`` (Dataset with ``traffic``, or a matrix); follows ``state.run`` when given."""
-    return placement_view(data, state, run=run).panel
+def rerun_strategies(rerun: xr.Dataset | None, strategy: str | None) -> dict[str, xr.Dataset]:
+    """Strategy -> re-run (one run, cut to its ranks) of the runs of ``rerun`` (see :func:`placement_view`)."""
+    if rerun is None:
+        return {}
+    if "traffic" not in rerun:
+        raise ValueError("the re-run has no 'traffic' (rank-to-rank matrices): nothing to compare the bytes with")
+    labels = [str(r) for r in rerun["run"].values]
+    named = {strategy_of(label): label for label in labels if strategy_of(label)}
+    if len(labels) == 1 and (strategy or not named):
+        named = {strategy or PlacementState.param.strategy.default: labels[0]}
+    elif len(named) < len(labels):
+        raise ValueError(f"the re-run holds runs {labels}: label each with the strategy it re-ran "
+                         f"({', '.join(STRATEGY_LABELS)})")
+    return {name: run_traffic(rerun, label) for name, label in named.items()}
+
+
+def placement_panel(data: Any, state: RankState | None = None, *, run: str | None = None,
+                    rerun: xr.Dataset | None = None, link_rate: str = "") -> pn.Column:
+    """The placement tab for ``data`` (Dataset with ``traffic``, or a matrix); follows ``state.run`` when given.
+    ``rerun`` and ``link_rate`` as in :func:`placement_view`."""
+    return placement_view(data, state, run=run, rerun=rerun, link_rate=link_rate).panel

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import perfkit
+from perfkit.placement.network import Network
+from perfkit.placement.predict import predict_placement, run_seconds
 from perfkit.widgets import placement as tab
 from perfkit.widgets.placement import placement_view, run_traffic
 from perfkit.widgets.ranks import rank_state
@@ -16,6 +19,8 @@ from perfkit.widgets.ranks import rank_state
 DATA = Path(__file__).resolve().parents[2] / "data"
 RUN = DATA / "synthetic" / "96" / "slt.mpinside"
 LULESH = DATA / "real" / "matrices" / "MapLib_lulesh_64_p2p.size.csv"
+#: A closed loop recorded on the testbed (8 nodes x 2 cores, 200 Mbit/s links): before.mpinside and re-runs.
+LOOP = DATA / "cluster" / "stencil2d-shuffled"
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +37,10 @@ def dense_bytes(ds) -> np.ndarray:
     traffic = ds["traffic"].sel(quantity="bytes").isel(run=0)
     values = traffic.data.todense() if hasattr(traffic.data, "todense") else np.asarray(traffic.data)
     return np.nan_to_num(np.asarray(values, dtype=float))
+
+
+def label(ds) -> str:
+    return str(ds["run"].values[0])
 
 
 def inter_node(matrix: np.ndarray, node: np.ndarray) -> float:
@@ -61,16 +70,106 @@ def test_tab_numbers_match_the_matrix(run96):
     assert result.placed.info["decision"] in view.decision.object  # the library's own words, as the CLI prints
 
 
-def test_prediction_interval_brackets_the_estimate(run96):
-    result = placement_view(run96).wait()
+def test_prediction_is_the_network_aware_model_with_its_interval(run96):
+    view = placement_view(run96)
+    result = view.wait()
     pred = result.prediction
-    before, after = float(pred["elapsed_before"].values.squeeze()), float(pred["elapsed_after"].values.squeeze())
-    assert before == pytest.approx(float(run96["elapsed"].values.squeeze()), rel=1e-6)
-    low = before / float(pred["speedup_high"].values.squeeze())
-    high = before / float(pred["speedup_low"].values.squeeze())
-    assert low <= after <= high <= before
-    text = tab.prediction_text(result)
-    assert f"{before:.4g} s" in text and f"{after:.4g} s" in text and f"{low:.4g} .. {high:.4g} s" in text
+    assert pred.as_dict() == predict_placement(run96, result.placed).as_dict()
+    assert pred.elapsed_before == pytest.approx(run_seconds(run96, label(run96))[0])
+    assert pred.elapsed_after_low <= pred.elapsed_after <= pred.elapsed_after_high
+    matrix = dense_bytes(run96)
+    assert pred.inter_node_bytes_before == pytest.approx(inter_node(matrix, np.arange(96) // 24))
+    assert pred.inter_node_bytes_after == pytest.approx(inter_node(matrix, result.placed.node))
+    text = view.prediction.object
+    assert f"{pred.elapsed_before:.4g} s -> **{pred.elapsed_after:.4g} s**" in text
+    assert f"interval {pred.elapsed_after_low:.4g} .. {pred.elapsed_after_high:.4g} s" in text
+    assert "link rate **unknown**" in text
+    table = tab.prediction_table(result).set_index("")
+    assert list(table.columns) == ["before", "predicted", "interval"]  # nothing measured yet
+    assert table.loc["inter-node bytes", "predicted"] == f"{tab.si(pred.inter_node_bytes_after)}B"
+    assert view.forecast.visible and view.measured.object == ""
+
+
+def test_link_rate_narrows_the_interval_without_mapping_again(run96):
+    view = placement_view(run96)
+    unknown = view.wait()
+    view.state.link_rate = "1gbit"
+    described = view.wait()
+    assert described.placed is unknown.placed  # the placement is kept, only the prediction is new
+    expected = predict_placement(run96, described.placed, Network.described(1e9))
+    assert described.prediction.as_dict() == expected.as_dict()
+    wide, narrow = (r.prediction.elapsed_after_high - r.prediction.elapsed_after_low for r in (unknown, described))
+    assert narrow <= wide
+    assert "links of 1 Gbit/s (described)" in view.prediction.object
+    view.state.link_rate = "fast"
+    refused = view.wait()
+    assert refused.prediction is None and view.results.visible and not view.forecast.visible
+    assert view.prediction.object.startswith("No prediction: link rate 'fast'")
+
+
+def relabelled(ds, label: str):
+    """``ds`` (one run) as the run ``label``."""
+    return ds.assign_coords(run=[label], label=("run", [label]))
+
+
+def test_rerun_is_set_against_the_prediction(run96):
+    rerun = relabelled(run96, "scotch")  # a stand-in: the numbers are checked, not the model
+    view = placement_view(run96, rerun=rerun, link_rate="1gbit")
+    result = view.wait()
+    assert result.placed.strategy == "scotch"
+    row = result.comparison
+    assert row["elapsed_measured"] == pytest.approx(run_seconds(rerun, "scotch")[0])
+    assert row["bytes_measured"] == pytest.approx(inter_node(dense_bytes(rerun), result.placed.node))
+    assert row == result.prediction.compare(row["elapsed_measured"], row["bytes_measured"])
+    table = tab.prediction_table(result).set_index("")
+    assert table.loc["elapsed [s]", "measured (re-run)"] == f"{row['elapsed_measured']:.4g}"
+    assert table.loc["elapsed [s]", "error"] == f"{row['elapsed_error_pct']:+.1f} %"
+    assert table.loc["elapsed [s]", "in interval"] == (tab.INSIDE if row["in_interval"] else tab.OUTSIDE)
+    assert "`scotch`" in view.measured.object and "no host names" in view.measured.object
+    view.state.strategy = "round_robin"  # the re-run is Scotch's: nothing to compare with
+    assert view.wait().comparison is None and "measured (re-run)" not in tab.prediction_table(view.result)
+    view.state.param.update(strategy="scotch", nodes=8, cores=12)
+    assert view.wait().comparison is None and "ran on 4 nodes" in view.measured.object
+
+
+def test_rerun_host_names_place_its_ranks(run96):
+    result = placement_view(run96).wait()
+    hosts = [f"node{n:03d}" for n in (result.placed.node + 1) % 4]  # the same groups, other node numbers
+    rerun = relabelled(run96, "after").assign(host=(("run", "rank"), [hosts]))
+    view = placement_view(run96, rerun=rerun)
+    compared = view.wait()
+    assert compared.comparison["bytes_measured"] == pytest.approx(
+        inter_node(dense_bytes(rerun), result.placed.node))
+    assert "host names say" in view.measured.object
+    moved = rerun.assign(host=(("run", "rank"), [[f"node{r // 24:03d}" for r in range(96)]]))  # block
+    view = placement_view(run96, rerun=moved)
+    assert view.wait().comparison is None and "other nodes than the placement shown" in view.measured.object
+
+
+def test_reruns_labelled_with_their_strategy(run96):
+    data = xr.Dataset(coords={"run": ["a/before", "a/scotch", "b/scotch", "a/round_robin", "a/mine"]})
+    assert tab.labelled_reruns(data, "a/before") == {"scotch": "a/scotch", "round_robin": "a/round_robin"}
+    assert tab.labelled_reruns(data, "a/scotch") == {}  # a re-run is not re-run itself
+    two = xr.concat([relabelled(run96, "x"), relabelled(run96, "y")], "run")
+    with pytest.raises(ValueError, match="label each with the strategy"):
+        tab.rerun_strategies(two, None)
+    assert list(tab.rerun_strategies(relabelled(run96, "x"), "random")) == ["random"]
+
+
+@pytest.mark.skipif(not LOOP.exists(), reason=f"{LOOP} not recorded yet")
+def test_recorded_closed_loop_in_one_dataset():
+    runs = perfkit.open_runs(sorted(LOOP.glob("*.mpinside")))
+    assert "before" in runs["run"].values
+    view = placement_view(runs, run="before", link_rate="200mbit")
+    result = view.wait()
+    assert (result.placed.topology.nodes, result.placed.topology.cores) == (8, 2)
+    before = perfkit.open_profile(LOOP / "before.mpinside")
+    after = perfkit.open_profile(LOOP / "scotch.mpinside")
+    expected = predict_placement(before, result.placed, Network.described(200e6))
+    row = result.comparison
+    assert row["elapsed_predicted"] == pytest.approx(expected.elapsed_after)
+    assert row["elapsed_measured"] == pytest.approx(run_seconds(after, "scotch")[0])
+    assert abs(row["bytes_error_pct"]) < 3  # bytes are predicted from the same pattern
 
 
 def test_controls_change_the_placement_and_the_launch_files_read_back(run96, tmp_path):
@@ -98,7 +197,8 @@ def test_host_list_names_the_nodes(run96):
     view.wait()
     lines = view.launch_file("rankfile").read().splitlines()
     assert lines[0] == "rank 0=a slot=0:0" and lines[-1] == "rank 95=d slot=1:11"
-    assert view.prediction.object.startswith("Block is the reference")
+    pred = view.result.prediction  # block again: the profile ran block-placed
+    assert pred.inter_node_bytes_after == pytest.approx(pred.inter_node_bytes_before)
 
 
 def test_impossible_topology_is_reported_not_raised(run96):
