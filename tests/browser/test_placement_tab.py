@@ -9,7 +9,9 @@ import pytest
 
 import perfkit
 from perfkit.placement.launch import read_launch
-from tests.browser.helpers import BIN, free_port, open_explorer_app, wait_for_new_picture, wait_until
+from perfkit.placement.network import Network
+from perfkit.placement.predict import predict_placement, run_seconds
+from tests.browser.helpers import BIN, REPO, free_port, open_explorer_app, wait_for_new_picture, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -17,6 +19,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 VOILA_TIMEOUT = 150
 #: Seconds for a map (the first one also cuts the run out of the combined series).
 MAP_TIMEOUT = 90
+#: A closed loop recorded on the testbed: before.mpinside and its re-runs scotch/round_robin.mpinside.
+LOOP = REPO / "data" / "cluster" / "stencil2d-shuffled"
 
 
 def number_input(page, label: str):
@@ -81,6 +85,52 @@ def test_placement_tab_under_panel_serve(page, serve, artifacts, tmp_path):
     placed = read_launch(saved, "rankfile", topology)
     np.testing.assert_array_equal(placed.node, np.arange(96) % 8)  # round-robin: rank r on node r mod 8
     assert placed.nranks == 96
+    assert page.offsite == [], f"the app asked the internet for {page.offsite}"
+
+
+def forecast_text(page) -> str:
+    return page.locator("table >> visible=true", has_text="elapsed [s]").first.inner_text()
+
+
+@pytest.mark.skipif(not LOOP.exists(), reason=f"{LOOP} not recorded yet")
+def test_placement_tab_sets_the_rerun_against_the_prediction(page, serve, artifacts):
+    """The explorer app on a recorded closed loop: the placement tab shows predicted against measured."""
+    port = free_port()
+    serve([str(BIN / "panel"), "serve", "perfkit/widgets/explorer_app.py", f"--port={port}", "--address=127.0.0.1",
+           f"--allow-websocket-origin=127.0.0.1:{port}", "--args", *map(str, sorted(LOOP.glob("*.mpinside"))),
+           "--link-rate", "200mbit"], port)
+    page.goto(f"http://127.0.0.1:{port}/explorer_app", timeout=120_000)
+    page.locator(".bk-Canvas").first.wait_for(timeout=120_000)
+    page.locator(".bk-tab", has_text=re.compile("^placement$")).click()
+    wait_until(lambda: shows(page, "16 ranks on 8 nodes x 2 cores (2 sockets, one switch), Scotch;"), MAP_TIMEOUT,
+               "the Scotch placement of the run before")
+    wait_until(lambda: "measured (re-run)" in forecast_text(page), 30, "the re-run against the prediction")
+    expected = predict_placement(perfkit.open_profile(LOOP / "before.mpinside"),
+                                 read_launch(LOOP / "scotch.rankfile", "rankfile", perfkit.Topology(nodes=8, cores=2)),
+                                 Network.described(200e6))
+    measured = run_seconds(perfkit.open_profile(LOOP / "scotch.mpinside"), "scotch")[0]
+    text = forecast_text(page)
+    for number in (expected.elapsed_before, expected.elapsed_after, expected.elapsed_after_low,
+                   expected.elapsed_after_high, measured):
+        assert f"{number:.4g}" in text, (number, text)
+    verdict = "inside" if expected.elapsed_after_low <= measured <= expected.elapsed_after_high else "OUTSIDE"
+    assert verdict in text and f"{100 * (expected.elapsed_after / measured - 1):+.1f} %" in text
+    assert page.locator("text=links of 200 Mbit/s (described) >> visible=true").count() == 1
+    assert page.locator("text=Measured re-run >> visible=true").count() == 1
+    _fits_the_page(page)
+    page.screenshot(path=artifacts / "panel-serve-placement-rerun.png", full_page=True)
+
+    rate = page.locator(".bk-input-group", has=page.locator("label", has_text="link rate")).locator("input").first
+    rate.fill("")
+    rate.press("Enter")
+    wait_until(lambda: page.locator("text=link rate unknown >> visible=true").count() == 1, 30,
+               "the prediction for an unknown link rate")
+    assert "measured (re-run)" in forecast_text(page)
+    page.locator(".bk-btn", has_text=re.compile("^round-robin$")).click()
+    measured_line = page.locator("p:has-text('Measured re-run') >> visible=true").first
+    wait_until(lambda: "re-run round_robin:" in measured_line.inner_text(), MAP_TIMEOUT,
+               "the round-robin re-run against its prediction")
+    page.screenshot(path=artifacts / "panel-serve-placement-rerun-round-robin.png", full_page=True)
     assert page.offsite == [], f"the app asked the internet for {page.offsite}"
 
 
