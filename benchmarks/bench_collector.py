@@ -5,18 +5,31 @@ in this one process on the same program and parameters. A launch's wall time inc
 start-up and MPI_Init, so the time of the steps is the wall time of a run with STEPS steps minus
 that of a run with no steps, the configurations interleaved, the median over REPEATS rounds; the
 overhead is its ratio to the uninstrumented one's. Run: ``python benchmarks/bench_collector.py [--nprocs N]``.
+
+On the testbed (root only; skipped elsewhere): 8 nodes x 2 cores joined by 200 Mbit/s links, the lab's
+exchange program on a shuffled 2-D stencil. Per configuration (uninstrumented, basic, --slt,
+--collective-wait, --matrices, all) the program's own loop time, and ``MPI_Init``'s time (the slowest
+rank's, from the profile's ``MPI_Init`` row; uninstrumented, from a program that times its own
+``MPI_Init``); Open MPI and MPICH, configurations alternated and rotated each round, the 1-minute
+load average with every run. Writes ``results/collector_testbed.json``.
+``python benchmarks/bench_collector.py --testbed-only [--mpi openmpi,mpich] [--repeats 3]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from perfkit.collect import lab
 
+RESULTS = Path(__file__).with_name("results")
 STEPS = 2000
 STEP_SECONDS = 0.001
 REPEATS = 5
@@ -40,30 +53,199 @@ def _wall(nprocs: int, steps: int, options: dict[str, bool] | None, workdir: Pat
     return run.wall_seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--nprocs", type=int, default=2)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "collector.json"))
-    args = parser.parse_args()
+def lab_section(nprocs: int, out: Path) -> dict:
+    """Steps' time of each configuration on this machine (no testbed) and its overhead [%]."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        lab.run("balanced", args.nprocs, steps=1, step_seconds=STEP_SECONDS, workdir=work)  # build once
+        lab.run("balanced", nprocs, steps=1, step_seconds=STEP_SECONDS, workdir=work)  # build once
         configs = {"uninstrumented": None, **CONFIGS}
         samples: dict[str, list[float]] = {name: [] for name in configs}
         for _ in range(REPEATS):  # configurations interleaved, so a change of load hits them all alike
             for name, options in configs.items():
-                samples[name].append(_wall(args.nprocs, STEPS, options, work) - _wall(args.nprocs, 0, options, work))
+                samples[name].append(_wall(nprocs, STEPS, options, work) - _wall(nprocs, 0, options, work))
         steps_time = {name: statistics.median(values) for name, values in samples.items()}
     reference = steps_time["uninstrumented"]
     result = {
-        "program": f"lab balanced halo exchange, {args.nprocs} ranks, {STEPS} steps of {STEP_SECONDS * 1e3:g} ms",
+        "program": f"lab balanced halo exchange, {nprocs} ranks, {STEPS} steps of {STEP_SECONDS * 1e3:g} ms",
         "repeats": REPEATS,
         "steps_seconds": {k: round(v, 4) for k, v in steps_time.items()},
         "overhead_percent": {k: round(100 * (v / reference - 1), 2) for k, v in steps_time.items()
                              if k != "uninstrumented"},
     }
     print(json.dumps(result, indent=2))
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+# ---------- on the testbed: 8 nodes x 2 cores, 200 Mbit/s links, the shuffled 2-D halo exchange ----------
+
+TB_NODES, TB_CORES, TB_BANDWIDTH = 8, 2, "200mbit"
+TB_STEPS, TB_STEP_SECONDS, TB_BYTES = 30, 0.01, 200_000
+TB_REPEATS = 3
+TB_CONFIGS = {"uninstrumented": None, "basic": [], "slt": ["--slt"], "collective_wait": ["--collective-wait"],
+              "matrices": ["--matrices"], "all": ["--slt", "--collective-wait", "--matrices"]}
+TB_COMPILERS = {"openmpi": "mpicc", "mpich": "mpicc.mpich"}
+#: a program that times its own MPI_Init: the uninstrumented reference of the profile's MPI_Init row
+INIT_TIMER_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+int main(int argc, char **argv) {
+    double t0 = now(), d, mx, sum;
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    d = now() - t0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Reduce(&d, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&d, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) printf("init_s max %.6f mean %.6f\n", mx, sum / size);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def _with_mpicc(mpi: str, build):
+    """``build()`` with ``$MPICC`` set to ``mpi``'s compiler wrapper."""
+    old = os.environ.get("MPICC")
+    os.environ["MPICC"] = TB_COMPILERS[mpi]
+    try:
+        return build()
+    finally:
+        if old is None:
+            os.environ.pop("MPICC", None)
+        else:
+            os.environ["MPICC"] = old
+
+
+def _init_timer(mpi: str, work: Path) -> Path:
+    """The MPI_Init timer compiled with ``mpi``'s ``mpicc``."""
+    source, exe = work / "init_timer.c", work / f"init_timer_{mpi}"
+    source.write_text(INIT_TIMER_C)
+    subprocess.run([TB_COMPILERS[mpi], "-O2", "-o", str(exe), str(source)], check=True)
+    return exe
+
+
+def _tb_launch(mpi: str, program: list[str]) -> list[str]:
+    nprocs = str(TB_NODES * TB_CORES)
+    return ["mpirun", "-np", nprocs, *program] if mpi == "openmpi" else ["mpiexec.hydra", "-n", nprocs, *program]
+
+
+def _tb_once(tb, mpi: str, config: str, exchange: list[str], timer: Path, work: Path) -> dict:
+    """One launch on the testbed: loop time [s], MPI_Init time [s] (max and mean over ranks), wall time [s],
+    the clock offsets reported, and the load average before it."""
+    from perfkit.io.open import open_profile
+
+    options = TB_CONFIGS.get(config)
+    perfkit = str(Path(sys.executable).with_name("perfkit"))
+    out = work / f"{mpi}-{config}.mpinside"
+    out.unlink(missing_ok=True)
+    if config == "init_uninstrumented":
+        command = _tb_launch(mpi, [str(timer)])
+    elif options is None:
+        command = _tb_launch(mpi, exchange)
+    else:
+        command = [perfkit, "collect", *options, "-o", str(out), "--", *_tb_launch(mpi, exchange)]
+    log = work / "run.log"
+    load = os.getloadavg()[0]
+    with open(log, "w") as fh:
+        report = tb.run(["sh", "-c", 'exec "$@" 2>&1', "sh", *command], env={"MPICC": TB_COMPILERS[mpi]},
+                        timeout=600, stdout=fh)
+    text = log.read_text()
+    if report["exit_status"] != 0:
+        raise RuntimeError(f"{mpi} {config} failed (status {report['exit_status']}):\n{text[-3000:]}")
+    row: dict = {"load_1min": round(load, 2), "wall_s": round(report["wall_s"], 4)}
+    if config == "init_uninstrumented":
+        m = re.search(r"^init_s max ([0-9.]+) mean ([0-9.]+)$", text, re.M)
+        row.update(init_max_s=float(m.group(1)), init_mean_s=float(m.group(2)))
+        return row
+    row["loop_s"] = float(re.search(r"^exchange: loop_s ([0-9.]+)$", text, re.M).group(1))
+    if options is not None:
+        init = open_profile(out)["profile"].isel(run=0).sel(function="MPI_Init", metric="time").values
+        row.update(init_max_s=round(float(init.max()), 6), init_mean_s=round(float(init.mean()), 6))
+        clock = re.search(r"clocks: offsets between nodes measured up to (\S+) s \(each within (\S+) s of the "
+                          r"truth\), drift over the run (\S+) s", text)
+        if clock:
+            row.update(clock_offset_s=float(clock.group(1)), clock_bound_s=float(clock.group(2)),
+                       clock_drift_s=float(clock.group(3)))
+    return row
+
+
+def _summary(values: list[float]) -> dict:
+    return {"median": round(statistics.median(values), 4), "min": round(min(values), 4), "max": round(max(values), 4),
+            "n": len(values)}
+
+
+def testbed_section(mpis: list[str], repeats: int, out: Path) -> dict | None:
+    """Loop time and MPI_Init time of each configuration on the testbed, the configurations (and the MPIs)
+    alternated, their order rotated each round; None (with the reason printed) when no testbed can be built."""
+    from perfkit.collect.lab import patterns
+    from perfkit.collect.lab.build import exchange_binary
+    from perfkit.collect.testbed import Testbed, why_unavailable
+
+    why = why_unavailable()
+    if why:
+        print(f"testbed section skipped: {why}")
+        return None
+    configs = [*TB_CONFIGS, "init_uninstrumented"]
+    samples: dict[str, dict[str, list[dict]]] = {m: {c: [] for c in configs} for m in mpis}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        pattern = patterns.write_pattern(patterns.shuffled(patterns.stencil((4, 4), TB_BYTES), seed=1),
+                                         work / "pattern.txt")
+        exes = {m: _with_mpicc(m, exchange_binary) for m in mpis}
+        timers = {m: _init_timer(m, work) for m in mpis}
+        with Testbed(TB_NODES, TB_CORES, bandwidth=TB_BANDWIDTH) as tb:
+            for m in mpis:  # build the collector for each MPI before timing anything
+                _tb_once(tb, m, "basic", [str(exes[m]), str(pattern), "steps=1", "step=0"], timers[m], work)
+            for r in range(repeats):
+                for m in mpis:
+                    for config in configs[r % len(configs):] + configs[:r % len(configs)]:
+                        exchange = [str(exes[m]), str(pattern), f"steps={TB_STEPS}", f"step={TB_STEP_SECONDS}"]
+                        row = _tb_once(tb, m, config, exchange, timers[m], work)
+                        samples[m][config].append(row)
+                        print(f"round {r} {m:8s} {config:20s} {json.dumps(row)}", flush=True)
+    result: dict = {
+        "program": f"lab exchange, shuffled 2-D stencil (4x4) of {TB_BYTES} B halos, {TB_STEPS} steps of "
+                   f"{TB_STEP_SECONDS * 1e3:g} ms compute",
+        "testbed": {"nodes": TB_NODES, "cores": TB_CORES, "bandwidth": TB_BANDWIDTH, "machine_cores": os.cpu_count()},
+        "repeats": repeats, "mpis": {}}
+    for m in mpis:
+        loop = {c: _summary([s["loop_s"] for s in samples[m][c]]) for c in TB_CONFIGS}
+        init = {c: _summary([s["init_max_s"] for s in samples[m][c]]) for c in configs if c not in
+                ("uninstrumented",)}
+        ref_loop, ref_init = loop["uninstrumented"]["median"], init["init_uninstrumented"]["median"]
+        result["mpis"][m] = {
+            "loop_s": loop,
+            "loop_overhead_percent": {c: round(100 * (v["median"] / ref_loop - 1), 1) for c, v in loop.items()
+                                      if c != "uninstrumented"},
+            "init_max_s": init,
+            "init_added_s": {c: round(v["median"] - ref_init, 3) for c, v in init.items()
+                             if c != "init_uninstrumented"},
+            "clock_offset_s": [s.get("clock_offset_s") for c in configs for s in samples[m][c]
+                               if s.get("clock_offset_s") is not None],
+            "load_1min": _summary([s["load_1min"] for c in configs for s in samples[m][c]]),
+            "runs": samples[m]}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({m: {k: v for k, v in r.items() if k != "runs"} for m, r in result["mpis"].items()}, indent=2))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nprocs", type=int, default=2)
+    parser.add_argument("--out", default=str(RESULTS / "collector.json"))
+    parser.add_argument("--testbed-only", action="store_true", help="skip the section without the testbed")
+    parser.add_argument("--mpi", default="openmpi,mpich", help="MPIs on the testbed, comma-separated")
+    parser.add_argument("--repeats", type=int, default=TB_REPEATS, help="rounds on the testbed")
+    parser.add_argument("--testbed-out", default=str(RESULTS / "collector_testbed.json"))
+    args = parser.parse_args()
+    if not args.testbed_only:
+        lab_section(args.nprocs, Path(args.out))
+    testbed_section(args.mpi.split(","), args.repeats, Path(args.testbed_out))
 
 
 if __name__ == "__main__":
