@@ -381,3 +381,14 @@ def _configure_loop(parser: argparse.ArgumentParser) -> Runner:
 
     testbed_command.configure_loop(parser)
     return testbed_command.run_loop
+
+
+# The analyses from a shell: diagnose, whatif, pop, scaling, compare (perfkit/commands/analyses.py).
+def _register_analyses() -> None:
+    from perfkit.commands.analyses import COMMANDS
+
+    for name, (help_text, configure) in COMMANDS.items():
+        command(name, help_text)(configure)
+
+
+_register_analyses()
