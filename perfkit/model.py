@@ -6,6 +6,7 @@ Every reader returns, and every analysis accepts, an ``xarray.Dataset`` with
   was not measured or the rank does not exist in that run;
 * ``traffic`` (optional): dims ``(run, sender, receiver, quantity)``, sender -> receiver;
 * ``sizes`` (optional): dims ``(run, rank, function, size_bin, stat)``;
+* ``host`` (optional): each rank's host name, dims ``(run, rank)``, "" where unknown;
 * ``timeline`` (optional, traces): dims ``(run, rank, time_bin, timeline_kind)`` [s], with the
   per-run bin centres ``time`` (``run, time_bin``) [s].
 
@@ -61,6 +62,11 @@ def dense_traffic(nranks: int, nonzeros: int) -> bool:
 #: What a function's time is: the ``kind`` coordinate vocabulary.
 KINDS = ("compute", "transfer", "wait_late_sender", "wait_late_receiver", "wait_collective", "io", "other")
 COMPUTE = "Compute"
+
+#: ``host`` (optional): each rank's host name, "" where unknown; fixed-width unicode (numpy ``<U``).
+HOST_DIMS = ("run", "rank")
+#: Data variables holding text: "" where a run lacks them (never NaN).
+TEXT_VARIABLES = ("host",)
 
 #: Run-level coordinates; numeric ones are float64 so that "unknown" can be NaN.
 RUN_NUMERIC = ("nprocs", "nodes", "ppn", "threads", "elapsed")
@@ -140,13 +146,15 @@ def make_run(
     size_bins: Sequence[float] | None = None,
     warnings: Iterable[str] = (),
     reader: str = "",
+    hosts: Sequence[str] | None = None,
 ) -> xr.Dataset:
     """Build a one-run canonical Dataset.
 
     ``profile`` has shape (rank, function, metric) in the order given by ``metrics``; any base
     metric missing from ``metrics`` is added as NaN. ``traffic`` has shape
     (sender, receiver, quantity) over ``ranks`` x ``ranks`` x ``TRAFFIC_QUANTITIES`` (numpy or
-    ``sparse.COO``). ``sizes`` has shape (rank, function, size_bin, stat).
+    ``sparse.COO``). ``sizes`` has shape (rank, function, size_bin, stat). ``hosts`` names each rank's
+    host in ``ranks`` order ("" where unknown): the ``host`` variable.
     """
     profile = np.asarray(profile, dtype=np.float64)
     metrics = list(metrics)
@@ -176,6 +184,10 @@ def make_run(
     coords["run"] = [meta["label"]]
     for name, value in meta.items():
         coords[name] = ("run", [value])
+    if hosts is not None:
+        if len(hosts) != rank_index.size:
+            raise ContractError(f"{len(hosts)} host names for {rank_index.size} ranks")
+        data_vars["host"] = (HOST_DIMS, np.asarray([[str(h) for h in hosts]], dtype=str))
     if traffic is not None:
         data_vars["traffic"] = (TRAFFIC_DIMS, _expand_run(traffic))
         coords["sender"] = rank_index
@@ -258,6 +270,11 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
     for name in RUN_FIELDS:
         if name not in ds.coords or ds[name].dims != ("run",):
             problems.append(f"no run coordinate '{name}'")
+    if "host" in ds.data_vars:
+        if ds["host"].dims != HOST_DIMS:
+            problems.append(f"host dims are {ds['host'].dims}, expected {HOST_DIMS}")
+        if ds["host"].dtype.kind not in "UO":
+            problems.append(f"host dtype is {ds['host'].dtype}, expected text")
     for dim in ("rank", "run"):
         if dim in ds.indexes and not ds.indexes[dim].is_unique:
             problems.append(f"{dim} labels are not unique")
@@ -278,8 +295,8 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
 
     Run labels must be unique; pass ``labels`` to rename. The union of functions keeps each
     function's ``call`` and ``kind`` (which must agree between runs). Every variable a run lacks
-    is NaN for that run (text run coordinates: empty). Filled with numpy index arithmetic, so
-    combining a thousand runs costs little more than copying them.
+    is NaN for that run (``host`` and text run coordinates: empty). Filled with numpy index
+    arithmetic, so combining a thousand runs costs little more than copying them.
     """
     if not datasets:
         raise ContractError("no runs to combine")
@@ -302,12 +319,15 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
         if name == "traffic" and sparse_traffic:
             data_vars[name] = (TRAFFIC_DIMS, _stack_sparse_traffic(datasets, labels_of["rank"]))
             continue
-        out = np.full([len(run_labels), *(labels_of[dim].size for dim in dims[1:])], np.nan)
+        text = name in TEXT_VARIABLES
+        dtype = text_dtype(d[name] for d in datasets if name in d) if text else np.float64
+        out = np.full([len(run_labels), *(labels_of[dim].size for dim in dims[1:])], "" if text else np.nan,
+                      dtype=dtype)
         for k, d in enumerate(datasets):
             if name not in d:
                 continue
             index = np.ix_(np.arange(offsets[k], offsets[k + 1]), *(positions[k][dim] for dim in dims[1:]))
-            out[index] = np.asarray(d[name].values, dtype=np.float64)
+            out[index] = np.asarray(d[name].values, dtype=dtype)
         data_vars[name] = (dims, out)
     out_ds = xr.Dataset(data_vars, coords=coords)
     extra = []
@@ -317,6 +337,16 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
             extra.append(f"runs {absent} have no traffic matrices; in the sparse traffic array they read as 0")
     out_ds.attrs.update(combined_attrs(datasets, extra))
     return validate(combine_coord_attrs(out_ds, datasets))
+
+
+def text_dtype(arrays: Iterable[xr.DataArray]) -> np.dtype:
+    """The fixed-width unicode dtype (``<U``, at least 1 character) that holds every string of ``arrays``."""
+    width = 1
+    for array in arrays:
+        if array.dtype.kind != "U":
+            array = np.asarray(array.values).astype(str)
+        width = max(width, array.dtype.itemsize // 4)
+    return np.dtype(f"<U{width}")
 
 
 def combined_dims(datasets: Sequence[xr.Dataset]) -> list[str]:

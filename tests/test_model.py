@@ -99,3 +99,28 @@ def test_large_combined_traffic_stays_sparse(monkeypatch, two_runs):
     np.testing.assert_allclose(dense[0, :4, :4], two_runs[0]["traffic"].values[0])
     assert dense[1].sum() == 0 and dense[0, 4:].sum() == 0
     assert any("no traffic matrices" in w for w in read_warnings(ds))
+
+
+def test_hosts_are_text_per_rank():
+    ds = make_run(np.ones((3, 1, 6)), ranks=[0, 1, 2], functions=["Compute"], hosts=["n1", "n1", ""])
+    assert ds["host"].dims == ("run", "rank") and ds["host"].dtype.kind == "U"
+    assert ds["host"].isel(run=0).values.tolist() == ["n1", "n1", ""]
+    with pytest.raises(perfkit.ContractError, match="2 host names for 3 ranks"):
+        make_run(np.ones((3, 1, 6)), ranks=[0, 1, 2], functions=["Compute"], hosts=["n1", "n1"])
+    with pytest.raises(perfkit.ContractError, match="host dtype is float64, expected text"):
+        perfkit.validate(ds.assign(host=ds["host"].copy(data=np.zeros((1, 3)))))
+    with pytest.raises(perfkit.ContractError, match="host dims"):
+        perfkit.validate(ds.assign(host=ds["host"].transpose()))
+
+
+def test_combine_runs_with_and_without_hosts(two_runs):
+    a, b = two_runs  # 4 and 8 ranks
+    a = a.assign(host=(("run", "rank"), np.array([["n1", "n1", "node-two", "node-two"]])))
+    c = small_run("c", 2, seed=3).assign(host=(("run", "rank"), np.array([["x", "y"]])))
+    ds = perfkit.combine_runs([a, b, c])
+    assert ds["host"].dtype == np.dtype("<U8")  # the widest name, fixed width: never NaN, never object
+    assert ds["host"].sel(run="a").values.tolist() == ["n1", "n1", "node-two", "node-two", *[""] * 4]
+    assert ds["host"].sel(run="b").values.tolist() == [""] * 8
+    assert ds["host"].sel(run="c").values.tolist() == ["x", "y", *[""] * 6]
+    assert "host" not in perfkit.combine_runs([b])
+    assert perfkit.combine_runs([b, c])["host"].sel(run="b").values.tolist() == [""] * 8

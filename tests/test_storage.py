@@ -27,6 +27,21 @@ def test_round_trip_of_a_read_file(tmp_path, suffix):
     assert back.attrs["warnings"] == ds.attrs["warnings"]
 
 
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_round_trip_keeps_host_names(tmp_path, two_runs, suffix):
+    """Text per rank, "" for ranks a run lacks and runs without names; fixed width, eagerly and lazily."""
+    hosts = ["n1", "n1", "node-long.example", "é-host"]
+    ds = perfkit.combine_runs([two_runs[0].assign(host=(("run", "rank"), np.array([hosts]))), two_runs[1]])
+    path = perfkit.save(ds, tmp_path / f"cube{suffix}")
+    back = perfkit.load(path)
+    xr.testing.assert_identical(back, ds)
+    assert back["host"].dtype == ds["host"].dtype
+    assert back["host"].sel(run="a").values.tolist() == [*hosts, "", "", "", ""]
+    lazy = perfkit.load(path, chunks={})
+    assert lazy["host"].chunks is not None and lazy["host"].dtype == ds["host"].dtype
+    xr.testing.assert_identical(lazy.load(), ds)
+
+
 def test_sparse_traffic_is_stored_densely(tmp_path):
     coo = sparse.COO(np.array([[0, 1], [1, 0], [0, 0]]), np.array([5.0, 7.0]), shape=(2, 2, 3))
     ds = make_run(np.ones((2, 1, 6)), ranks=[0, 1], functions=["Compute"], run={"label": "s"}, traffic=coo)
