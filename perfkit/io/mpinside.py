@@ -35,6 +35,11 @@ PLACEHOLDER = b"-----"
 MAX_RANK = 2**31
 #: Bytes read at a time while looking for table headers.
 CHUNK = 1 << 22
+#: The comment lines before the first table are read up to this size [B] (100,000 ranks' host names
+#: of 8 characters, listed one by one: 1.2 MB).
+MAX_PREAMBLE = 1 << 26
+#: Host names are at most this long [characters] (a DNS name's limit).
+MAX_HOST_NAME = 255
 #: Tables longer than this [B] are parsed with inferred column types (int64 columns parse faster).
 _INFER_ABOVE = 1 << 20
 _SNIFF = re.compile(rb"(?m)^[ \t]*>{3,}[ \t]*(Communication\s+time\s+totals|Bytes\s+sent|Calls\s+sending\s+data|"
@@ -106,8 +111,20 @@ class Block:
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """True if ``head`` holds an MPInside table header."""
-    return bool(_SNIFF.search(head))
+    """True if ``head`` holds an MPInside table header, or is comments with a ``# perfkit-run:`` line (that can
+    be long) and the first table header after them is MPInside's."""
+    if _SNIFF.search(head):
+        return True
+    if not _RUN_PREFIX.search(head):
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(len(head))
+        try:
+            start, _ = _first_table(path, fh, head)
+        except PerfkitFormatError:
+            return False
+        fh.seek(start)
+        return bool(_SNIFF.match(fh.readline(65536)))
 
 
 def header_title(line: bytes) -> str | None:
@@ -163,21 +180,41 @@ def _find_headers(fh: BinaryIO, start: int) -> list[tuple[int, int, str]]:
             base, filled, pos = base + pos, filled - pos, 0
 
 
-def _skip_preamble(path: Path, data: bytes) -> tuple[int, int]:
-    """Offset and line number of the first table header; fails at the first line that is not one."""
-    pos, number = 0, 1
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        end = len(data) if nl < 0 else nl
-        raw = data[pos:min(end, pos + 65536)]
-        text = raw.strip()
-        if header_title(raw) is not None:
-            return pos, number
-        if text and not text.startswith(b"#"):
-            what = "binary data" if not _is_text(text[:4096]) else repr(text[:40].decode("latin-1"))
-            raise PerfkitFormatError(path, number, f"expected a '>>>> title <<<<' table header, found {what}")
-        pos, number = end + 1, number + 1
-    raise PerfkitFormatError(path, None, "no '>>>> title <<<<' table header found")
+def _first_table(path: Path, fh: BinaryIO, head: bytes) -> tuple[int, bytes]:
+    """Offset of the first table header and the bytes before it; ``head`` is the file's start.
+
+    The lines before it must be blank or ``#`` comments; they are read on from ``fh`` (a ``# perfkit-run:``
+    line naming every rank's host can be long), at most ``MAX_PREAMBLE`` bytes. Fails at the first line
+    that is neither.
+    """
+    data, pos, number, final = bytearray(head), 0, 1, False
+    while True:
+        while (nl := data.find(b"\n", pos)) >= 0 or (final and pos < len(data)):
+            end = len(data) if nl < 0 else nl
+            raw = bytes(data[pos:min(end, pos + 65536)])
+            if header_title(raw) is not None:
+                return pos, bytes(data[:pos])
+            _check_comment(path, raw, number)
+            pos, number = end + 1, number + 1
+        if final:
+            raise PerfkitFormatError(path, None, "no '>>>> title <<<<' table header found")
+        partial = bytes(data[pos:pos + 65536]).lstrip()
+        if not partial.startswith(b">"):  # a header's start is checked when its line is complete
+            _check_comment(path, partial, number)
+        if len(data) >= MAX_PREAMBLE:
+            raise PerfkitFormatError(path, number, f"more than {MAX_PREAMBLE} bytes of comments before the first "
+                                                   "'>>>> title <<<<' table header")
+        more = fh.read(min(len(data), MAX_PREAMBLE - len(data)))
+        final = not more
+        data += more
+
+
+def _check_comment(path: Path, raw: bytes, number: int) -> None:
+    """Fail unless line ``number`` (``raw``) before the first table is blank or a ``#`` comment."""
+    text = raw.strip()
+    if text and not text.startswith(b"#"):
+        what = "binary data" if not _is_text(text[:4096]) else repr(text[:40].decode("latin-1"))
+        raise PerfkitFormatError(path, number, f"expected a '>>>> title <<<<' table header, found {what}")
 
 
 def _is_text(raw: bytes) -> bool:
@@ -443,34 +480,82 @@ def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
             raise PerfkitFormatError(path, None, "the file is empty")
         if b"\x00" in head:
             raise PerfkitFormatError(path, 1, "binary data, expected MPInside text tables")
-        preamble = head[: head.rfind(b"\n") + 1] or head
-        start, _ = _skip_preamble(path, preamble)  # fail on junk before reading it all
+        start, preamble = _first_table(path, fh, head)  # fail on junk before reading it all
         refusal = too_big(2.0 * path.stat().st_size, "holding this MPInside file and its tables")
         if refusal:
             raise PerfkitFormatError(path, None, refusal)
-        meta = {**_preamble_metadata(path, preamble[:start]), **run_metadata}
-        return _assemble(path, iter_blocks(path, fh, start), meta)
+        meta = _preamble_metadata(path, preamble)
+        hosts = meta.pop("hosts", None)
+        return _assemble(path, iter_blocks(path, fh, start), {**meta, **run_metadata}, hosts)
 
 
-_RUN_COMMENT = re.compile(rb"^[ \t]*#[ \t]*perfkit-run:[ \t]*(.*?)[ \t]*\r?$", re.M)
+_RUN_PREFIX = re.compile(rb"^[ \t]*#[ \t]*perfkit-run:", re.M)
+
+
+@dataclass
+class HostRuns:
+    """The ranks' host names as a ``# perfkit-run:`` line states them: ``counts[k]`` consecutive ranks
+    on ``names[k]``, on file line ``line``."""
+
+    names: list[str]
+    counts: list[int]
+    line: int
+
+    def expand(self, path: Path, nranks: int) -> np.ndarray:
+        """One host name per rank (fixed-width unicode); an error unless the runs cover ``nranks`` ranks."""
+        total = sum(self.counts)
+        if total != nranks:
+            raise PerfkitFormatError(path, self.line, f"'# perfkit-run:' hosts name {total} ranks, expected one "
+                                                      f"per rank of the tables ({nranks})")
+        return np.repeat(np.asarray(self.names, dtype=str), self.counts)
 
 
 def _preamble_metadata(path: Path, preamble: bytes) -> dict[str, Any]:
-    """Run metadata from a ``# perfkit-run: {json}`` comment before the first table (``perfkit collect`` writes one)."""
-    match = _RUN_COMMENT.search(preamble)
+    """Run metadata from a ``# perfkit-run: {json}`` comment before the first table (``perfkit collect`` writes one);
+    its ``hosts`` entry as ``HostRuns``."""
+    match = _RUN_PREFIX.search(preamble)
     if match is None:
         return {}
     line = preamble.count(b"\n", 0, match.start()) + 1
+    end = preamble.find(b"\n", match.end())
     try:
-        meta = json.loads(match.group(1))
+        meta = json.loads(preamble[match.end():None if end < 0 else end].strip(b" \t\r"))
     except ValueError as exc:
         raise PerfkitFormatError(path, line, f"'# perfkit-run:' must be followed by a JSON object ({exc})") from exc
     if not isinstance(meta, dict):
         raise PerfkitFormatError(path, line, "'# perfkit-run:' must be followed by a JSON object")
+    if "hosts" in meta:
+        meta["hosts"] = _host_runs(path, line, meta["hosts"])
     return meta
 
 
-def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.Dataset:
+def _host_runs(path: Path, line: int, entry: Any) -> HostRuns:
+    """``entry`` (a list of host names, one rank each, and ``[host, count]`` pairs) checked, as ``HostRuns``."""
+    expected = (f"'# perfkit-run:' hosts: expected a list of host names (at most {MAX_HOST_NAME} printable "
+                f"characters) and [host, count] pairs (count at least 1), in rank order")
+    if not isinstance(entry, list):
+        raise PerfkitFormatError(path, line, f"{expected}; found {_short(entry)}")
+    names, counts, total = [], [], 0
+    for k, item in enumerate(entry):
+        name, count = (item, 1) if isinstance(item, str) else item if isinstance(item, list) and len(item) == 2 \
+            else (None, None)
+        if not (isinstance(name, str) and len(name) <= MAX_HOST_NAME and name.isprintable()
+                and type(count) is int and count >= 1):
+            raise PerfkitFormatError(path, line, f"{expected}; item {k} is {_short(item)}")
+        total += count
+        if total > MAX_RANK:
+            raise PerfkitFormatError(path, line, f"'# perfkit-run:' hosts name more than {MAX_RANK} ranks")
+        names.append(name)
+        counts.append(count)
+    return HostRuns(names, counts, line)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any], hosts: HostRuns | None) -> xr.Dataset:
     tables: dict[str, RankTable] = {}
     sizes: list[SizeTable] = []
     matrices: dict[str, Entries] = {}
@@ -494,12 +579,12 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any]) -> xr.D
             warnings.append(f"line {block.line}: skipped unknown block '{block.title}'")
     if "time" not in tables:
         raise PerfkitFormatError(path, None, "no '>>>> Communication time totals (s) <<<<' table found")
-    return _build(path, tables, sizes, matrices, warnings, meta)
+    return _build(path, tables, sizes, matrices, warnings, meta, hosts)
 
 
 def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
            matrices: dict[str, Entries], warnings: list[str],
-           meta: dict[str, Any]) -> xr.Dataset:
+           meta: dict[str, Any], hosts: HostRuns | None) -> xr.Dataset:
     ranks = tables["time"].ranks
     for table in tables.values():
         if np.array_equal(table.ranks, ranks):
@@ -559,7 +644,8 @@ def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],
     size_arr, bins = _sizes(sizes, ranks, fidx, path, warnings)
     return make_run(profile, ranks=ranks, functions=names, calls=[functions[f][0] for f in names],
                     kinds=[functions[f][1] for f in names], metrics=metrics, run=run, traffic=traffic,
-                    sizes=size_arr, size_bins=bins, warnings=warnings, reader="perfkit.io.mpinside")
+                    sizes=size_arr, size_bins=bins, warnings=warnings, reader="perfkit.io.mpinside",
+                    hosts=None if hosts is None else hosts.expand(path, ranks.size))
 
 
 def _infer_mode(kinds: list[str], given: str | None, path: Path) -> str:

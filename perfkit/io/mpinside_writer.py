@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
@@ -24,12 +26,13 @@ MATRICES = (("SIZE", "bytes", "%.0f"), ("REQUEST", "count", "%.0f"), ("TIME", "t
 
 
 def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str = "sparse",
-          with_calls: bool = False, preamble: str = "") -> Path | None:
+          with_calls: bool = False, preamble: str = "", run_metadata: Mapping[str, Any] | None = None) -> Path | None:
     """Write the single run in ``ds`` to ``path`` (or an open text file); NaN is written as ``-----``.
 
     ``matrix_layout`` is ``"sparse"`` (``i j value`` rows, non-zeros only) or ``"dense"``.
     ``with_calls`` adds perfkit's ``Number of calls`` table (metric ``calls``), absent from MPInside.
-    ``preamble`` is written first (``#`` comment lines).
+    ``preamble`` is written first (``#`` comment lines), then a ``# perfkit-run: {json}`` line with
+    ``run_metadata`` and the ranks' host names (``host``, as ``host_runs``) when ``ds`` knows any.
     """
     if ds.sizes.get("run", 1) != 1:
         raise ValueError("write() takes a Dataset holding one run; select it with ds.isel(run=[k])")
@@ -41,6 +44,12 @@ def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str =
     profile = profile.isel(function=in_tables)
     ranks = one["rank"].values
     tables = [t for t in TABLES if with_calls or t[0] != "calls"]
+    meta = dict(run_metadata or {})
+    hosts = one["host"].values if "host" in one else np.array([""])
+    if any(hosts):
+        meta["hosts"] = host_runs(hosts)
+    if meta:
+        preamble += f"# perfkit-run: {json.dumps(meta)}\n"
     if hasattr(path, "write"):
         _write(path, one, profile, columns, ranks, tables, matrix_layout, preamble)
         return None
@@ -48,6 +57,17 @@ def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str =
     with open(path, "w") as fh:
         _write(fh, one, profile, columns, ranks, tables, matrix_layout, preamble)
     return path
+
+
+def host_runs(hosts: Sequence[str]) -> list[str | list[str | int]]:
+    """The host of each rank in order, compactly: ``[host, count]`` for ``count`` > 1 consecutive ranks on
+    one host, the name alone for one rank (``perfkit.io.mpinside`` reads it back)."""
+    hosts = np.asarray(hosts, dtype=str)
+    if not hosts.size:
+        return []
+    starts = np.flatnonzero(np.r_[True, hosts[1:] != hosts[:-1]])
+    counts = np.diff(np.r_[starts, hosts.size])
+    return [[str(hosts[s]), int(c)] if c > 1 else str(hosts[s]) for s, c in zip(starts, counts)]
 
 
 def _write(fh: TextIO, one: xr.Dataset, profile: xr.DataArray, columns: list[str], ranks: np.ndarray,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 import perfkit
 from perfkit.io import mpinside
-from perfkit.io.mpinside_writer import write
+from perfkit.io.mpinside_writer import host_runs, write
 from perfkit.model import make_run, read_warnings
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "seed"
@@ -327,3 +328,75 @@ def test_writer_reader_round_trip(tmp_path, ds, layout):
                                rtol=0, atol=5e-7)
     if "traffic" in ds:
         np.testing.assert_allclose(back["traffic"].values, ds["traffic"].values, atol=5e-7)
+
+
+def hosts_run(hosts: list[str]) -> xr.Dataset:
+    """A run of ``len(hosts)`` ranks on ``hosts``."""
+    n = len(hosts)
+    return make_run(np.ones((n, 1, 6)), ranks=np.arange(n), functions=["Compute"], run={"label": "h"}, hosts=hosts)
+
+
+host_names = st.sampled_from(["", "n1", "n2", "node-0042.cluster", "é-host", "a b"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blocks=st.lists(st.tuples(host_names, st.integers(1, 40)), min_size=1, max_size=12))
+def test_hosts_round_trip_compactly(tmp_path, blocks):
+    """Consecutive ranks on one host are one [host, count] pair, a lone rank its name alone."""
+    hosts = [name for name, count in blocks for _ in range(count)]
+    encoded = host_runs(hosts)
+    changes = sum(a != b for a, b in pairwise(hosts))
+    assert len(encoded) == changes + 1
+    assert all(isinstance(item, str) or item[1] > 1 for item in encoded)
+    path = write(hosts_run(hosts), tmp_path / "hosts.txt")
+    back = perfkit.open_profile(path, format="mpinside")
+    if any(hosts):
+        assert back["host"].isel(run=0).values.tolist() == hosts
+    else:
+        assert "host" not in back  # nothing known: nothing written
+
+
+def test_hosts_beyond_the_first_64_kib(tmp_path):
+    """Round-robin placement lists every rank's host: a long comment line, read on and sniffed past."""
+    hosts = [f"node{r % 97:04d}.cluster.example" for r in range(5000)]
+    path = write(hosts_run(hosts), tmp_path / "rr.mpinside", run_metadata={"nodes": 97})
+    assert path.read_text().index(">>>>") > 65536
+    back = perfkit.open_profile(path)
+    assert back["host"].isel(run=0).values.tolist() == hosts and back["nodes"].item() == 97
+
+
+def test_comments_before_the_tables_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(mpinside, "MAX_PREAMBLE", 100_000)
+    path = write_text(tmp_path, "# x\n" + "#" * 200_000 + "\n" + TABLES)
+    with pytest.raises(perfkit.PerfkitFormatError, match="more than 100000 bytes of comments") as err:
+        perfkit.open_profile(path, format="mpinside")
+    assert err.value.line == 2
+    junk = write_text(tmp_path, "# " + "x" * 70000 + "\njunk\n" + TABLES, "junk.txt")
+    with pytest.raises(perfkit.PerfkitFormatError, match="found 'junk'") as err:
+        perfkit.open_profile(junk, format="mpinside")
+    assert err.value.line == 2
+
+
+BAD_HOSTS = {
+    "not a list": ('"n1"', "found \"n1\""),
+    "zero count": ('[["n1", 0]]', 'item 0 is \\["n1", 0\\]'),
+    "fractional count": ('["n0", ["n1", 1.5]]', "item 1 is"),
+    "boolean count": ('[["n1", true]]', "item 0 is"),
+    "number for a name": ('[["n1", 2], 7]', "item 1 is 7"),
+    "pair too short": ('[["n1"]]', "item 0 is"),
+    "control character": ('["n1\\u0007", "n2", "n3"]', "item 0 is"),
+    "name too long": (f'[["{"x" * 256}", 3]]', "item 0 is"),
+    "too few ranks": ('[["n1", 2]]', "hosts name 2 ranks, expected one per rank of the tables \\(3\\)"),
+    "too many ranks": ('[["n1", 2], ["n2", 4294967296]]', "more than 2147483648 ranks"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_HOSTS))
+def test_bad_hosts_name_file_line_and_what_was_expected(tmp_path, case):
+    entry, message = BAD_HOSTS[case]
+    path = write_text(tmp_path, f'# collected by hand\n# perfkit-run: {{"nodes": 2, "hosts": {entry}}}\n' + TABLES)
+    with pytest.raises(perfkit.PerfkitFormatError, match=message) as err:
+        perfkit.open_profile(path)
+    assert err.value.path == str(path) and err.value.line == 2
+    if "item" in message or case == "not a list":
+        assert "expected a list of host names" in str(err.value)
