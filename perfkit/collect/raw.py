@@ -110,7 +110,7 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
                         "MPI_Init were not profiled (their time is in Compute)")
     ds = make_run(profile, ranks=np.arange(nranks), functions=labels, calls=call_of, kinds=kinds,
                   metrics=METRICS, run=run, traffic=traffic, sizes=sizes, size_bins=bins, warnings=warnings,
-                  reader="perfkit.collect")
+                  reader="perfkit.collect", hosts=hosts)
     ds.attrs["collect_clock_drift_s"] = float(fields.get("clock_drift", "nan"))
     return ds
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -125,11 +124,10 @@ def _write_atomically(ds, output: Path) -> None:
 }
     if np.isfinite(float(one["ppn"])):
         meta["ppn"] = int(one["ppn"])
-    preamble = f"# perfkit-run: {json.dumps(meta)}\n"
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w") as fh:
-            write(ds, fh, with_calls=True, preamble=preamble)
+            write(ds, fh, with_calls=True, run_metadata=meta)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, output)

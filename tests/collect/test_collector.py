@@ -20,6 +20,7 @@ from perfkit.collect import collect
 from perfkit.collect.generate import c_source, fortran_source, function_ids
 from perfkit.collect.launch import mpirun_command
 from perfkit.collect.raw import RawCollectorError, read_raw
+from perfkit.collect.run import _write_atomically
 from perfkit.collect.signatures import SIGNATURES
 from tests.helpers import skip_when_noisy, with_noise
 
@@ -155,3 +156,27 @@ def test_a_damaged_collector_output_is_refused(tmp_path):
     bad.write_bytes(b"perfkit-collect 2\nranks 2\n")
     with pytest.raises(RawCollectorError, match="version"):
         read_raw(bad)
+
+
+def test_the_written_profile_keeps_each_ranks_host(tmp_path):
+    """Collector output of 3 ranks on 2 hosts (MPI_Send on every rank) -> the MPInside file -> host per rank."""
+    header = (b"perfkit-collect 1\nranks 3\nMPI_Send 7\nhost 0 node-a\nhost 1 node-a\nhost 2 node-b.example\n"
+              b"options slt=0 collective_wait=0 matrices=0\nrows 6\n")
+    rows = [[0, r, -1, 0, 1.0 + r, 0, 0, 0, 0, 0] for r in range(3)]
+    rows += [[0, r, 0, 0, 0.5, 10, 80, 10, 0, 0] for r in range(3)]
+    raw = tmp_path / "raw"
+    raw.write_bytes(header + np.asarray(rows, dtype=np.float64).tobytes())
+    ds = read_raw(raw, label="run")
+    assert ds["host"].isel(run=0).values.tolist() == ["node-a", "node-a", "node-b.example"]
+    _write_atomically(ds, tmp_path / "run.mpinside")
+    assert '"hosts": [["node-a", 2], "node-b.example"]' in (tmp_path / "run.mpinside").read_text()
+    back = perfkit.open_profile(tmp_path / "run.mpinside")
+    np.testing.assert_array_equal(back["host"].values, ds["host"].values)
+    assert back["nodes"].item() == 2 and np.isnan(back["ppn"].item())
+
+
+@needs_mpi
+def test_a_real_runs_hosts_are_read_back(coverage_profile):
+    """One machine: every rank on the host MPI names, which is also the run's system."""
+    hosts = coverage_profile["host"].isel(run=0).values.tolist()
+    assert len(hosts) == 4 and hosts[0] and set(hosts) == {coverage_profile["system"].item()}
