@@ -46,11 +46,13 @@ from perfkit.io.open import (
     unique_labels,
 )
 from perfkit.model import (
+    TEXT_VARIABLES,
     combine_coord_attrs,
     combined_attrs,
     combined_coords,
     densify,
     read_warnings,
+    text_dtype,
     validate,
     variable_dims,
 )
@@ -276,15 +278,18 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
     sizes = {dim: len(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}
     chunks = {"run": 1, **{dim: min(n, RANK_CHUNK) if dim in _RANK_DIMS else n for dim, n in sizes.items()}}
     n_runs = len(coords["run"])
-    template = {name: (dims, da.full((n_runs, *(sizes[d] for d in dims[1:])), np.nan,
-                                     chunks=tuple(chunks[d] for d in dims)))
+    dtypes = {name: text_dtype(s[name] for s in sources if name in s) if name in TEXT_VARIABLES
+              else np.dtype(np.float64) for name in dims_of}
+    template = {name: (dims, _blank((n_runs, *(sizes[d] for d in dims[1:])), dtypes[name],
+                                    tuple(chunks[d] for d in dims)))
                 for name, dims in dims_of.items()}
     layout = combine_coord_attrs(xr.Dataset(template, coords=coords, attrs=attrs), sources)
     validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2)
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
     batches = list(_batches(sources, cells))
     for start, parts in _progress(batches, len(batches), progress, "writing", "batch"):
-        block = xr.concat([_aligned(part, coords, dims_of, chunks) for part in parts], dim="run", join="exact")
+        block = xr.concat([_aligned(part, coords, dims_of, dtypes, chunks) for part in parts], dim="run",
+                          join="exact")
         block = block.chunk({dim: chunks[dim] for dim in block.dims})
         with dask.config.set(scheduler="threads"):  # here, not on a cluster: one batch in memory, no transfers
             block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
@@ -309,14 +314,22 @@ def _batches(sources: Sequence[xr.Dataset], cells: dict[str, int]) -> Iterator[t
 
 
 def _aligned(run: xr.Dataset, coords: dict[str, Any], dims_of: dict[str, tuple[str, ...]],
-             chunks: dict[str, int]) -> xr.Dataset:
-    """One run's data variables on the union labels, without coordinates (NaN where it has none)."""
+             dtypes: dict[str, np.dtype], chunks: dict[str, int]) -> xr.Dataset:
+    """One run's data variables on the union labels, without coordinates, as ``dtypes`` (NaN, or "" for text,
+    where it has none)."""
     unlabelled = {dim: np.arange(run.sizes[dim]) for dim in run.dims if dim not in run.indexes}  # by position
     index = {dim: coords[dim] for dim in run.dims if dim != "run"}
-    data = run.assign_coords(unlabelled).reindex(index)
-    data = data.drop_vars(list(data.coords)).astype(np.float64)
+    fill = {name: "" if name in TEXT_VARIABLES else np.nan for name in run.data_vars}
+    data = run.assign_coords(unlabelled).reindex(index, fill_value=fill)
+    data = data.drop_vars(list(data.coords))
+    data = data.assign({name: var.astype(dtypes[name]) for name, var in data.data_vars.items()})
     for name, dims in dims_of.items():
         if name not in data:
             shape = tuple(1 if d == "run" else len(coords[d]) for d in dims)
-            data[name] = (dims, da.full(shape, np.nan, chunks=tuple(min(chunks[d], n) for d, n in zip(dims, shape))))
+            data[name] = (dims, _blank(shape, dtypes[name], tuple(min(chunks[d], n) for d, n in zip(dims, shape))))
     return data
+
+
+def _blank(shape: tuple[int, ...], dtype: np.dtype, chunks: tuple[int, ...]) -> da.Array:
+    """A dask array of ``shape`` holding "no value": "" for text, else NaN."""
+    return da.full(shape, "" if dtype.kind == "U" else np.nan, dtype=dtype, chunks=chunks)

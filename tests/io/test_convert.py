@@ -20,6 +20,7 @@ import xarray as xr
 import perfkit
 from perfkit import synthetic
 from perfkit.io.mpinside_writer import write
+from perfkit.model import make_run
 from tests.helpers import ROOT
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -102,6 +103,40 @@ def test_unknown_output_extension_is_refused(tmp_path, series):
     with pytest.raises(ValueError, match="only be added"):
         perfkit.convert(series[:1], tmp_path / "seed.nc", append=True)
     assert not list(tmp_path.iterdir())
+
+
+def host_files(directory: Path) -> list[Path]:
+    """MPInside files: 'a' 4 ranks on two hosts, 'b' 6 ranks without host names, 'c' 8 ranks round-robin."""
+    directory.mkdir()
+    placements = {"a": ["n1", "n1", "n2", "n2"], "b": None, "c": [f"node-{r % 3}.example" for r in range(8)]}
+    paths = []
+    for k, (label, hosts) in enumerate(placements.items()):
+        n = 4 + 2 * k
+        run = make_run(np.random.default_rng(k).uniform(0, 9, (n, 2, 6)), ranks=np.arange(n),
+                       functions=["Compute", "MPI_Send"], run={"label": label}, hosts=hosts)
+        paths.append(write(run, directory / f"{label}.mpinside"))
+    return paths
+
+
+@pytest.mark.parametrize("suffix", [".zarr", ".nc"])
+def test_host_names_are_converted_and_appended(tmp_path, suffix):
+    """Host names survive convert and load, eager and lazy; appending runs with more ranks and longer names keeps
+    them ("" where a run has none)."""
+    files = host_files(tmp_path / "runs")
+    ref = perfkit.open_runs(files)
+    assert ref["host"].sel(run="c").values.tolist() == [f"node-{r % 3}.example" for r in range(8)]
+    assert ref["host"].sel(run="a").values.tolist() == ["n1", "n1", "n2", "n2", "", "", "", ""]
+    store = perfkit.convert(files, tmp_path / f"all{suffix}", workers=1)
+    for back in (perfkit.load(store), perfkit.load(store, chunks={}).load()):
+        xr.testing.assert_identical(back, ref)
+        assert back["host"].dtype.kind == "U"
+    if suffix == ".zarr":  # a store of 'b' alone has no host variable; appending 'a' and 'c' adds it
+        order = [files[1], files[0], files[2]]
+        grown = perfkit.convert(order[:1], tmp_path / "grown.zarr", workers=1)
+        assert "host" not in perfkit.load(grown)
+        perfkit.convert(order[1:], grown, workers=1, append=True)
+        xr.testing.assert_identical(perfkit.load(grown), perfkit.open_runs(order))
+        assert perfkit.load(grown)["host"].dtype == ref["host"].dtype
 
 
 # ---------------------------------------------------------------- memory, on a LocalCluster of processes
