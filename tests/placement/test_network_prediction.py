@@ -11,10 +11,13 @@ from hypothesis import strategies as st
 
 import perfkit
 from perfkit.cli import main
+from perfkit.io.mpinside_writer import write
+from perfkit.model import make_run
 from perfkit.placement.launch import read_launch
 from perfkit.placement.network import REPEATABILITY, Network, link_seconds
-from perfkit.placement.predict import predict_network, predict_placement, run_seconds
+from perfkit.placement.predict import predict_network, predict_placement, profile_nodes, run_seconds
 from perfkit.placement.strategies import place
+from perfkit.placement.topology import Topology
 from tests.helpers import ROOT
 
 CLUSTER = ROOT / "data" / "cluster"
@@ -113,3 +116,16 @@ def test_recorded_re_runs_came_true():
             measured = run_seconds(after, str(after["run"].values[0]))[0]
             assert measured == pytest.approx(row["elapsed_measured"])
             assert p.elapsed_after_low <= measured <= p.elapsed_after_high, (case, row["strategy"])
+
+
+def test_profile_nodes_from_the_profiles_host_names(tmp_path):
+    """A round-robin run's hosts, carried from the MPInside file, place its ranks; without them, block."""
+    hosts = ["n0", "n1", "n0", "n1"]
+    run = make_run(np.ones((4, 1, 6)), ranks=range(4), functions=["Compute"], run={"label": "rr"},
+                   traffic=np.ones((4, 4, 3)), hosts=hosts)
+    ds = perfkit.open_profile(write(run, tmp_path / "rr.mpinside"), label="rr")
+    topology = Topology(nodes=2, cores=2, hosts=("n1", "n0"))
+    nodes, where = profile_nodes(ds, "rr", topology)
+    assert nodes.tolist() == [1, 0, 1, 0] and where == "the profile's host names"
+    nodes, where = profile_nodes(ds.drop_vars("host"), "rr", topology)
+    assert nodes.tolist() == [0, 0, 1, 1] and where.startswith("block")
