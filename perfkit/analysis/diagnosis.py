@@ -100,9 +100,17 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     A lazy, dask-backed cube is reduced block by block; only per-rank totals are held.
     """
     runs = [run] if run is not None else [str(r) for r in ds["run"].values]
+    measured = ds["profile"].sel(run=runs, metric="time").notnull().any(("rank", "function")).values
+    empty = [r for r, ok in zip(runs, measured) if not ok]
+    rows: list[dict[str, Any]] = [
+        _row(r, "empty", "No measured values", f"Run {r} holds no measured time on any rank or function: there "
+             "is nothing to diagnose (a reader that found no data, or a run that never reached its profile).", 0.0)
+        for r in empty]
+    runs = [r for r in runs if r not in empty]
+    if not runs:
+        return pd.DataFrame(rows, columns=COLUMNS).assign(share=np.nan, severity="info")
     sub = with_loaded_coords(ds.drop_vars("traffic", errors="ignore").sel(run=runs))
     context = _context(sub)
-    rows: list[dict[str, Any]] = []
     for finder in (_hierarchy_findings, _unexplained_wait_findings, _wait_findings, _imbalance_findings,
                    _node_findings, _transfer_findings, _share_findings, _size_findings):
         rows += finder(sub, context)
@@ -110,8 +118,9 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     if run is None:
         rows += _trend_findings(sub, context)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table["share"] = table["seconds"] / context.elapsed.loc[table["run"]].to_numpy()
-    table["severity"] = np.select([table["category"] == "mpi_share", table["share"] >= HIGH, table["share"] >= MEDIUM],
+    table["share"] = table["seconds"] / context.elapsed.reindex(table["run"]).to_numpy()
+    info = table["category"].isin(["mpi_share", "empty"])
+    table["severity"] = np.select([info, table["share"] >= HIGH, table["share"] >= MEDIUM],
                                   ["info", "high", "medium"], "low")
     order = table.assign(_key=table["seconds"].round(9), _first=table["category"] != "efficiency")
     order = order.sort_values(["_key", "_first"], ascending=[False, True], kind="stable")

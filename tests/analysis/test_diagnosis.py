@@ -168,3 +168,20 @@ def test_efficiency_summary_comes_first_and_adds_up(n96):
              float(pop["elapsed"][0] - pop["ideal_elapsed"][0])]
     assert sum(parts) == pytest.approx(lost)
     assert f"load imbalance {parts[0]:.3g} s" in first["text"]
+
+
+def test_an_all_nan_run_is_reported_empty_never_as_measured():
+    from perfkit import combine_runs
+    from tests.helpers import small_run
+
+    good = small_run("good", 4, nprocs=4)
+    blank = small_run("blank", 4, seed=1, nprocs=4)
+    blank["profile"][:] = np.nan
+    findings = diagnose(combine_runs([good, blank]))
+    empty = findings[findings["run"] == "blank"]
+    assert list(empty["category"]) == ["empty"] and empty["severity"].iloc[0] == "info"
+    assert "no measured time" in empty["text"].iloc[0]
+    assert not findings["text"].str.contains("nan").any()
+    assert (findings["run"] == "good").any()
+    only = diagnose(blank)
+    assert list(only["category"]) == ["empty"]
