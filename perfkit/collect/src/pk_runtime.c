@@ -555,46 +555,138 @@ void pk_coll_all_v(pk_call *c, const int scounts[], MPI_Datatype stype, double s
 
 /* ---------- clocks ---------- */
 
-/* offset of this rank's clock to rank 0's: node leaders ping-pong with rank 0 (minimum round trip
- * of 16), ranks on a node share their leader's clock (CLOCK_MONOTONIC is per machine). */
-static double clock_sync(void) {
-    MPI_Comm node, leaders = MPI_COMM_NULL;
-    int node_rank;
-    double offset = 0;
-    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
-    PMPI_Comm_rank(node, &node_rank);
-    PMPI_Comm_split(MPI_COMM_WORLD, node_rank == 0 ? 0 : MPI_UNDEFINED, world_rank, &leaders);
-    if (leaders != MPI_COMM_NULL) {
-        int lrank, lsize;
-        PMPI_Comm_rank(leaders, &lrank);
-        PMPI_Comm_size(leaders, &lsize);
-        for (int peer = 1; peer < lsize; peer++) {
-            if (lrank == 0) {
-                for (int k = 0; k < 16; k++) {
-                    double t;
-                    PMPI_Recv(&t, 1, MPI_DOUBLE, peer, 0, leaders, MPI_STATUS_IGNORE);
-                    t = pk_now();
-                    PMPI_Send(&t, 1, MPI_DOUBLE, peer, 0, leaders);
-                }
-            } else if (lrank == peer) {
-                double best = INFINITY;
-                for (int k = 0; k < 16; k++) {
-                    double t1 = pk_now(), t0;
-                    PMPI_Send(&t1, 1, MPI_DOUBLE, 0, 0, leaders);
-                    PMPI_Recv(&t0, 1, MPI_DOUBLE, 0, 0, leaders, MPI_STATUS_IGNORE);
-                    double t2 = pk_now();
-                    if (t2 - t1 < best) {
-                        best = t2 - t1;
-                        offset = t0 - 0.5 * (t1 + t2);
-                    }
-                }
-            }
+/* Offset of this rank's clock to rank 0's. Ranks with one host name share a clock (CLOCK_MONOTONIC is per
+ * machine); the first rank of each host, its leader, measures the offset and sends it to the others. Leaders
+ * take turns: rank 0 hands the turn to each in order, the leader ping-pongs with rank 0 (ping_rank0) and
+ * stops once the offset is known within SYNC_GOOD (after SYNC_MIN_ROUNDS), once it has pinged for
+ * SYNC_BUDGET, or after SYNC_MAX_ROUNDS. Ranks not ping-ponging wait asleep, so that where ranks outnumber
+ * cores the two in a round trip get the processors. Messages go on a private duplicate of MPI_COMM_WORLD,
+ * made once, with the leaders, for the measurement at finalize. */
+enum { SYNC_MIN_ROUNDS = 2, SYNC_MAX_ROUNDS = 16, TAG_TURN = 1, TAG_PING, TAG_DONE, TAG_SHARE };
+static const double SYNC_GOOD = 25e-6, SYNC_BUDGET = 0.03; /* [s] */
+static MPI_Comm sync_comm = MPI_COMM_NULL;
+static int *sync_leader_of;                                /* world rank -> world rank of its host's leader */
+static double clock_bound;                                 /* the most the offset can be off [s] */
+
+/* complete req polling without pause (an MPI library's blocking wait may yield the processor between polls,
+ * which costs a round trip a scheduler slice where ranks outnumber cores) */
+static void wait_spinning(MPI_Request *req, MPI_Status *st) {
+    int done = 0;
+    while (!done) PMPI_Test(req, &done, st);
+}
+
+/* complete req polling every 1 ms, asleep in between */
+static void wait_asleep(MPI_Request *req) {
+    const struct timespec pause = {0, 1000000};
+    int done = 0;
+    for (PMPI_Test(req, &done, MPI_STATUS_IGNORE); !done; PMPI_Test(req, &done, MPI_STATUS_IGNORE))
+        nanosleep(&pause, NULL);
+}
+
+/* a leader's side: its offset to rank 0's clock [s]; *bound = the most the true offset can differ from it [s].
+ * Each round trip (sent at t1, answered with rank 0's time t0, back at t2) puts the true offset in
+ * [t0 - t2, t0 - t1]; the answer is the middle of the intersection of these intervals (the shortest round
+ * trip's alone if they do not intersect, as when a clock steps). */
+static double ping_rank0(double *bound) {
+    double best = INFINITY, offset = 0, low = -INFINITY, high = INFINITY, none = 0;
+    MPI_Request turn;
+    PMPI_Irecv(NULL, 0, MPI_DOUBLE, 0, TAG_TURN, sync_comm, &turn);
+    wait_asleep(&turn);
+    double start = pk_now();
+    for (int k = 0; k < SYNC_MAX_ROUNDS; k++) {
+        double t0;
+        MPI_Request reply;
+        PMPI_Irecv(&t0, 1, MPI_DOUBLE, 0, TAG_PING, sync_comm, &reply);
+        double t1 = pk_now();
+        PMPI_Send(&t1, 1, MPI_DOUBLE, 0, TAG_PING, sync_comm);
+        wait_spinning(&reply, MPI_STATUS_IGNORE);
+        double t2 = pk_now();
+        low = fmax(low, t0 - t2);
+        high = fmin(high, t0 - t1);
+        if (t2 - t1 < best) {
+            best = t2 - t1;
+            offset = t0 - 0.5 * (t1 + t2);
         }
-        PMPI_Comm_free(&leaders);
+        if (k + 1 >= SYNC_MIN_ROUNDS && (0.5 * (high - low) <= SYNC_GOOD || t2 - start >= SYNC_BUDGET)) break;
     }
-    PMPI_Bcast(&offset, 1, MPI_DOUBLE, 0, node);
-    PMPI_Comm_free(&node);
+    PMPI_Send(&none, 1, MPI_DOUBLE, 0, TAG_DONE, sync_comm);
+    if (low <= high) {
+        *bound = 0.5 * (high - low);
+        return 0.5 * (low + high);
+    }
+    *bound = 0.5 * best;
     return offset;
+}
+
+/* rank 0's side: answer each leader's pings with its clock, one leader after another */
+static void answer_leaders(void) {
+    for (int peer = 1; peer < world_size; peer++) {
+        if (sync_leader_of[peer] != peer) continue;
+        PMPI_Send(NULL, 0, MPI_DOUBLE, peer, TAG_TURN, sync_comm);
+        for (;;) {
+            double t;
+            MPI_Status st;
+            MPI_Request ping;
+            PMPI_Irecv(&t, 1, MPI_DOUBLE, peer, MPI_ANY_TAG, sync_comm, &ping);
+            wait_spinning(&ping, &st);
+            if (st.MPI_TAG == TAG_DONE) break;
+            t = pk_now();
+            PMPI_Send(&t, 1, MPI_DOUBLE, peer, TAG_PING, sync_comm);
+        }
+    }
+}
+
+/* the host names of all ranks, each rank's leader */
+static void find_leaders(void) {
+    char *names = pk_calloc((size_t)world_size, MPI_MAX_PROCESSOR_NAME);
+    char *mine = names + (size_t)world_rank * MPI_MAX_PROCESSOR_NAME;
+    int len;
+    MPI_Request req;
+    PMPI_Get_processor_name(mine, &len);
+    PMPI_Comm_idup(MPI_COMM_WORLD, &sync_comm, &req);
+    wait_asleep(&req);
+    PMPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, sync_comm, &req);
+    wait_asleep(&req);
+    sync_leader_of = pk_calloc((size_t)world_size, sizeof(int));
+    int *leaders = pk_calloc((size_t)world_size, sizeof(int)), nleaders = 0;
+    for (int r = 0; r < world_size; r++) {
+        const char *name = names + (size_t)r * MPI_MAX_PROCESSOR_NAME;
+        int i = 0;
+        while (i < nleaders && strncmp(names + (size_t)leaders[i] * MPI_MAX_PROCESSOR_NAME, name,
+                                       MPI_MAX_PROCESSOR_NAME) != 0)
+            i++;
+        if (i == nleaders) leaders[nleaders++] = r;
+        sync_leader_of[r] = leaders[i];
+    }
+    free(leaders);
+    free(names);
+}
+
+/* the offset [s]; sets clock_bound */
+static double clock_sync(void) {
+    if (sync_comm == MPI_COMM_NULL) find_leaders();
+    double result[2] = {0, 0}; /* offset, bound */
+    int leader = sync_leader_of[world_rank];
+    if (world_rank == 0) {
+        answer_leaders();
+    } else if (leader == world_rank) {
+        result[0] = ping_rank0(&result[1]);
+    } else {
+        MPI_Request req;
+        PMPI_Irecv(result, 2, MPI_DOUBLE, leader, TAG_SHARE, sync_comm, &req);
+        wait_asleep(&req);
+    }
+    if (leader == world_rank)
+        for (int r = world_rank + 1; r < world_size; r++)
+            if (sync_leader_of[r] == world_rank) PMPI_Send(result, 2, MPI_DOUBLE, r, TAG_SHARE, sync_comm);
+    clock_bound = result[1];
+    return result[0];
+}
+
+static void clock_sync_free(void) {
+    if (sync_comm != MPI_COMM_NULL) PMPI_Comm_free(&sync_comm);
+    free(sync_leader_of);
+    sync_leader_of = NULL;
 }
 
 /* ---------- life cycle ---------- */
@@ -621,6 +713,11 @@ void pk_init_end(double t_start, int fid) {
     mat = pk_calloc(opt_mat ? (size_t)world_size * 3 : 1, sizeof(double));
     clock_offset = opt_slt || opt_cw ? clock_sync() : 0;
     pk_call c = {.fid = 0};
+    if (opt_slt) { /* the world's shadow, made asleep while the ranks arrive */
+        MPI_Request req;
+        PMPI_Comm_idup(MPI_COMM_WORLD, &comm_rec(MPI_COMM_WORLD)->shadow, &req);
+        wait_asleep(&req);
+    }
     pk_comm_new(&c, MPI_COMM_WORLD);
     pk_comm_new(&c, MPI_COMM_SELF);
     t_init_end = pk_now();
@@ -673,7 +770,8 @@ static double *pack(size_t *nrows, double compute) {
     return rows;
 }
 
-static void write_output(const char *path, const double *rows, size_t nrows, const char *hosts, double drift,
+/* clock: drift, largest offset, largest bound of an offset's error [s] */
+static void write_output(const char *path, const double *rows, size_t nrows, const char *hosts, const double clock[3],
                          long unmatched, long other) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
@@ -685,7 +783,8 @@ static void write_output(const char *path, const double *rows, size_t nrows, con
     fprintf(fh, "perfkit-collect 1\nranks %d\nfunctions %d\n", world_size, pk_nfunc);
     for (int f = 0; f < pk_nfunc; f++) fprintf(fh, "%s %d\n", pk_fnames[f], pk_fcollective[f]);
     fprintf(fh, "options slt=%d collective_wait=%d matrices=%d\n", opt_slt, opt_cw, opt_mat);
-    fprintf(fh, "clock_drift %.9g\nunmatched_piggybacks %ld\nother_thread_calls %ld\n", drift, unmatched, other);
+    fprintf(fh, "clock_drift %.9g\nclock_offset %.9g\nclock_bound %.9g\n", clock[0], clock[1], clock[2]);
+    fprintf(fh, "unmatched_piggybacks %ld\nother_thread_calls %ld\n", unmatched, other);
     for (int r = 0; r < world_size; r++) fprintf(fh, "host %d %s\n", r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
     fprintf(fh, "rows %zu\n", nrows);
     size_t ok = fwrite(rows, sizeof(double) * ROW, nrows, fh);
@@ -701,10 +800,13 @@ void pk_finalize(void) {
     pk_on = 0;
     double compute = (t_fin - t_init_end) - mpi_time;
     piggyback_drain();
-    double drift = 0, offset_now = opt_slt || opt_cw ? clock_sync() : 0, max_drift = 0;
-    drift = fabs(offset_now - clock_offset);
+    double bound_init = clock_bound, offset_now = opt_slt || opt_cw ? clock_sync() : 0;
+    clock_sync_free();
+    /* drift, the largest offset measured (init or finalize) and the largest bound of its error [s] */
+    double clock[3] = {fabs(offset_now - clock_offset), fmax(fabs(clock_offset), fabs(offset_now)),
+                       fmax(bound_init, clock_bound)}, clock_max[3];
     long counts[2] = {unmatched_piggybacks, other_thread_calls}, totals[2];
-    PMPI_Reduce(&drift, &max_drift, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(clock, clock_max, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     PMPI_Reduce(counts, totals, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 
     size_t nrows;
@@ -732,7 +834,7 @@ void pk_finalize(void) {
     PMPI_Gatherv(rows, mine, MPI_DOUBLE, all, lens, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     const char *path = getenv("PERFKIT_COLLECT_OUT");
     if (world_rank == 0 && path && *path)
-        write_output(path, all, total / ROW, hosts, max_drift, totals[0], totals[1]);
+        write_output(path, all, total / ROW, hosts, clock_max, totals[0], totals[1]);
     free(rows);
     free(all);
     free(lens);
