@@ -111,7 +111,10 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
     ds = make_run(profile, ranks=np.arange(nranks), functions=labels, calls=call_of, kinds=kinds,
                   metrics=METRICS, run=run, traffic=traffic, sizes=sizes, size_bins=bins, warnings=warnings,
                   reader="perfkit.collect", hosts=hosts)
-    ds.attrs["collect_clock_drift_s"] = float(fields.get("clock_drift", "nan"))
+    # clocks, with --slt or --collective-wait on several nodes [s]: the largest change of a node's offset over
+    # the run, the largest offset measured, and the largest bound of an offset's error (half a round trip)
+    for attr, field in (("drift", "clock_drift"), ("offset", "clock_offset"), ("offset_bound", "clock_bound")):
+        ds.attrs[f"collect_clock_{attr}_s"] = float(fields.get(field, "nan"))
     return ds
 
 

@@ -70,11 +70,24 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
     one = ds.isel(run=0)
     text = (f"wrote {output}: {int(one['nprocs'])} ranks on {int(one['nodes'])} node(s), mode {one['mode'].item()}, "
             f"{float(one['elapsed']):.3f} s per rank at most")
+    clock = _clock_text(ds, int(one["nodes"]), slt or collective_wait)
+    if clock:
+        text += f"\n{clock}"
     for warning in read_warnings(ds):
         text += f"\nwarning: {warning}"
     if returncode:
         text += f"\nthe program exited with status {returncode}"
     return CollectResult(returncode, output, text, seconds)
+
+
+def _clock_text(ds, nodes: int, synchronised: bool) -> str:
+    """What the clock alignment between nodes measured (empty on one node or without SLT or collective wait)."""
+    if nodes < 2 or not synchronised:
+        return ""
+    offset, bound, drift = (ds.attrs.get(f"collect_clock_{k}_s", float("nan")) for k in ("offset", "offset_bound",
+                                                                                         "drift"))
+    return (f"clocks: offsets between nodes measured up to {offset:.3g} s (each within {bound:.3g} s of the "
+            f"truth), drift over the run {drift:.3g} s")
 
 
 def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None, timeout: float | None) -> int:
