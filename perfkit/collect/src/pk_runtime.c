@@ -280,12 +280,19 @@ int pk_enter(pk_call *c, int fid) {
     c->fid = fid;
     c->tb = c->slt = 0;
     c->slt_measured = c->nsrc = 0;
+    c->cw_req = MPI_REQUEST_NULL;
     c->t0 = pk_now();
     return 1;
 }
 
 void pk_leave(pk_call *c) {
     if (c->fid < 0) return;
+    if (c->cw_req != MPI_REQUEST_NULL) { /* the collective wait, from the reduction of arrival times */
+        PMPI_Wait(&c->cw_req, MPI_STATUS_IGNORE);
+        double span = pk_now() - c->t0, wait = c->cw_last - c->cw_arrival;
+        c->tb = wait < 0 ? 0 : (wait > span ? span : wait);
+        c->t0 += c->tb;
+    }
     double dur = pk_now() - c->t0;
     double w = c->slt < dur ? c->slt : dur;
     double *s = stat_of(c->fid, PART_MAIN);
@@ -451,9 +458,11 @@ int *pk_ints(int n) {
 
 /* ---------- collectives ---------- */
 
-/* The synchronisation inserted before a collective: a max-reduction of the ranks' arrival times (on
- * rank 0's clock), so the wait is exactly "last arrival - own arrival"; the synchronisation's own
- * latency stays in the collective's column. Intercommunicators get a plain barrier. */
+/* The synchronisation added to a collective: a max-reduction of the ranks' arrival times (on rank 0's
+ * clock), started just before the collective and completed after it (pk_leave), so that its latency
+ * overlaps the collective's own; the call still ends no earlier than the last arrival, the wait is
+ * exactly "last arrival - own arrival", and the rest stays in the collective's column. Intercommunicators
+ * get a plain barrier before the collective. */
 void pk_coll_wait(pk_call *c, MPI_Comm comm) {
     if (c->fid < 0 || !opt_cw) return;
     double t = pk_now();
@@ -463,11 +472,9 @@ void pk_coll_wait(pk_call *c, MPI_Comm comm) {
         c->tb = c->t0 - t;
         return;
     }
-    double arrival = t + clock_offset, last;
-    PMPI_Allreduce(&arrival, &last, 1, MPI_DOUBLE, MPI_MAX, comm);
-    double span = pk_now() - t, wait = last - arrival;
-    c->tb = wait < 0 ? 0 : (wait > span ? span : wait);
-    c->t0 = t + c->tb;
+    c->t0 = t;
+    c->cw_arrival = t + clock_offset;
+    PMPI_Iallreduce(&c->cw_arrival, &c->cw_last, 1, MPI_DOUBLE, MPI_MAX, comm, &c->cw_req);
 }
 
 double pk_tsize(MPI_Datatype type) {

@@ -13,10 +13,12 @@
 typedef struct pk_call {
     int fid;          /* function id, -1 when the call is not profiled (nested, other thread) */
     double t0;        /* start of the measured part [s] */
-    double tb;        /* time in the barrier inserted before a collective [s] */
+    double tb;        /* collective wait: time waiting for the last rank to arrive [s] */
     double slt;       /* send-late time found while completing receives [s] */
     int slt_measured; /* a receive completed with a piggybacked send time */
     int nsrc;         /* receives completed by this call (matrix time is shared among them) */
+    MPI_Request cw_req;        /* collective wait: the max-reduction of arrival times, running with the call */
+    double cw_arrival, cw_last; /* this rank's arrival and the last one, on rank 0's clock [s] */
 } pk_call;
 
 int pk_enter(pk_call *c, int fid);
