@@ -28,6 +28,7 @@ from perfkit.placement.network import ACHIEVED_FRACTION, REPEATABILITY, Network,
 from perfkit.placement.placement import Placement
 from perfkit.placement.strategies import place
 from perfkit.placement.topology import Topology
+from perfkit.placement.traffic import select_traffic
 
 _NOT_RUN_TIME = ("MPI_Init", "MPI_Init_thread", "MPI_Finalize")
 UNKNOWN = "unknown: describe the links (bandwidth) for a narrower interval"
@@ -94,7 +95,7 @@ class Prediction:
 def profile_nodes(ds: xr.Dataset, run: str, topology: Topology) -> tuple[np.ndarray, str]:
     """Node index of each rank of ``run`` as it ran: from the profile's host names when it has them
     (``host``), else block placement on ``topology`` (and it says so)."""
-    nprocs = int(ds["traffic"].sel(run=run).sizes["sender"])
+    nprocs = select_traffic(ds, run=run)[0].shape[0]
     if "host" in ds:
         hosts = np.asarray(ds["host"].sel(run=run).values[:nprocs]).astype(str)
         if hosts.size and all(hosts):
@@ -143,9 +144,8 @@ def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after:
 
 
 def _matrices(ds: xr.Dataset, run: str) -> tuple[Any, Any]:
-    traffic = ds["traffic"].sel(run=run)
-    counts = traffic.sel(quantity="count").values if "count" in traffic["quantity"].values else None
-    return traffic.sel(quantity="bytes").values, counts
+    """Bytes and message counts of ``run`` (dense or sparse-backed), ranks absent from it dropped."""
+    return select_traffic(ds, run=run, quantity="bytes")
 
 
 def _switches(topology: Topology) -> np.ndarray | None:

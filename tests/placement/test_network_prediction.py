@@ -129,3 +129,16 @@ def test_profile_nodes_from_the_profiles_host_names(tmp_path):
     assert nodes.tolist() == [1, 0, 1, 0] and where == "the profile's host names"
     nodes, where = profile_nodes(ds.drop_vars("host"), "rr", topology)
     assert nodes.tolist() == [0, 0, 1, 1] and where.startswith("block")
+
+
+def test_sparse_backed_traffic_predicts_as_dense():
+    import sparse
+
+    dense = perfkit.open_runs(str(ROOT / "data" / "synthetic" / "96" / "*.mpinside"))
+    run = str(dense["run"].values[0])
+    sparse_backed = dense.copy()
+    sparse_backed["traffic"] = dense["traffic"].copy(data=sparse.COO.from_numpy(dense["traffic"].fillna(0).values))
+    topo = perfkit.Topology(nodes=4, cores=24, sockets=2)
+    placed = place(dense, topo, strategy="round_robin", run=run)
+    a, b = (predict_placement(d, placed, Network.described(100e9), run=run) for d in (dense, sparse_backed))
+    assert a.as_dict() == b.as_dict()
