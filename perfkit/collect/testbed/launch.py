@@ -104,7 +104,7 @@ def mpi_environment(state: Path, spec: TestbedSpec, *, oversubscribed: bool,
         "HYDRA_HOST_FILE": str(state / "hostfile.mpich"),
         "HYDRA_IFACE": "eth0",
         "UCX_NET_DEVICES": "eth0",
-        "UCX_TLS": "tcp,self,posix",  # cma would reach ranks of other nodes through this machine's memory
+        "UCX_TLS": "tcp,self",  # UCX's shared memory (posix, sysv, cma) would reach ranks of other nodes
     }
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
