@@ -103,9 +103,10 @@ def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None,
         raise
 
 
-def stop_process_group(proc: subprocess.Popen) -> None:
-    """Stop ``proc`` and everything it started (its own process group): TERM, then KILL after 5 s."""
-    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+def stop_process_group(proc: subprocess.Popen, term_grace: float = 5.0) -> None:
+    """Stop ``proc`` and everything it started (its own process group): TERM, then KILL after
+    ``term_grace`` seconds [s]."""
+    for sig, grace in ((signal.SIGTERM, term_grace), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:

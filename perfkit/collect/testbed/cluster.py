@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfkit.collect.run import stop_process_group
 from perfkit.collect.testbed import netns
 from perfkit.collect.testbed.launch import build_ucx_progress, mpi_environment, write_launch_files
 from perfkit.collect.testbed.spec import TestbedSpec
@@ -146,7 +147,7 @@ class Testbed:
             status = 124
         finally:
             if proc.poll() is None:
-                _stop_group(proc)
+                stop_process_group(proc, term_grace=3.0)
         wall = time.perf_counter() - start
         netns.kill_all(self.namespace(n) for n in self.spec.node_names)  # nothing of the run outlives it
         after = self.counters()
@@ -160,17 +161,3 @@ class Testbed:
 
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-

@@ -69,9 +69,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"perfkit testbed: {note}", file=sys.stderr)
             result = testbed.run(command, timeout=args.timeout)
     except KeyboardInterrupt as exc:
-        name = str(exc) or "SIGINT"
-        print(f"perfkit testbed: stopped by {name}; every node removed", file=sys.stderr)
-        return {"SIGTERM": 143, "SIGHUP": 129}.get(name, 130)
+        return _stopped("testbed", exc)
     if report is not None:
         tmp = report.with_name(f".{report.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(result, indent=2) + "\n")
@@ -127,9 +125,7 @@ def run_loop(args: argparse.Namespace) -> int:
                                strategies=args.strategy, switch_size=args.switch_size, mpi=args.mpi, workdir=out,
                                timeout=args.timeout)
     except KeyboardInterrupt as exc:
-        name = str(exc) or "SIGINT"
-        print(f"perfkit loop: stopped by {name}; every node removed", file=sys.stderr)
-        return {"SIGTERM": 143, "SIGHUP": 129}.get(name, 130)
+        return _stopped("loop", exc)
     (out / "loop.json").write_text(json.dumps(rows, indent=1) + "\n")
     for r in rows:
         print(f"{r['strategy']}: inter-node bytes predicted {r['bytes_predicted'] / 1e6:.2f} MB, measured "
@@ -139,3 +135,10 @@ def run_loop(args: argparse.Namespace) -> int:
               f"measured {r['elapsed_measured']:.3f} s ({r['elapsed_error_pct']:+.1f}%, "
               f"{'inside' if r['in_interval'] else 'OUTSIDE'} the interval)")
     return 0
+
+
+def _stopped(command: str, exc: KeyboardInterrupt) -> int:
+    """Say which signal stopped ``perfkit COMMAND`` and return its conventional exit status."""
+    name = str(exc) or "SIGINT"
+    print(f"perfkit {command}: stopped by {name}; every node removed", file=sys.stderr)
+    return {"SIGTERM": 143, "SIGHUP": 129}.get(name, 130)
