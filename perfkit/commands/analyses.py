@@ -15,7 +15,8 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from perfkit.commands.render import FORMATS, Column, Table, plural, render
+from perfkit.commands.render import FORMATS, Column, Table, render
+from perfkit.text import plural
 
 if TYPE_CHECKING:
     import xarray as xr

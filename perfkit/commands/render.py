@@ -4,7 +4,8 @@ Text and markdown show numbers as a reader wants them: times with a unit that fi
 ``1.93 s``, ``19.9 min``), bytes with SI prefixes (``39.5 MB``), counts as integers, ratios to two
 decimals, and a missing value in words (``not measured`` unless the column says otherwise).
 JSON and CSV keep the numbers as computed, in SI base units (the unit is in the column name),
-with a missing value as ``null`` (JSON) or an empty field (CSV).
+with a missing value as ``null`` (JSON) or an empty field (CSV). The numbers in words come from
+``perfkit.text``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from perfkit.text import count, missing, nbytes, percent, ratio, seconds
 
 FORMATS = ("text", "json", "markdown", "csv")
 SHOWN = ("all", "text", "data")  #: where a column appears: everywhere, text and markdown only, JSON and CSV only
@@ -50,44 +52,6 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
 
-def plural(count: int, word: str, words: str | None = None) -> str:
-    """``1 rank``, ``4 ranks`` (``words`` for an irregular plural)."""
-    return f"{count:,} {word if count == 1 else (words or word + 's')}"
-
-
-def missing(value: Any) -> bool:
-    """Whether ``value`` is absent: None, NaN or an empty string."""
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
-
-
-def significant(value: float, digits: int = 3, signed: bool = False) -> str:
-    """``value`` to ``digits`` significant digits in fixed-point notation (never ``1e+03``); 0 unsigned."""
-    if value == 0:
-        return "0"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:{'+' if signed else ''}.{decimals}f}"
-
-
-def seconds(value: float, signed: bool = False) -> str:
-    """A time [s] with a unit that fits: ``61 µs``, ``12.3 ms``, ``1.93 s``, ``19.9 min``, ``2.5 h``."""
-    size = abs(value)
-    if size == 0:
-        return "0 s"
-    for floor, scale, unit in ((7200.0, 3600.0, "h"), (120.0, 60.0, "min"), (1.0, 1.0, "s"), (1e-3, 1e-3, "ms")):
-        if size >= floor:
-            return f"{significant(value / scale, signed=signed)} {unit}"
-    return f"{significant(value / 1e-6, signed=signed)} µs"
-
-
-def nbytes(value: float, signed: bool = False) -> str:
-    """Bytes with an SI prefix: ``512 B``, ``39.5 MB``, ``1.2 TB``."""
-    size = abs(value)
-    for scale, unit in ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if size >= scale:
-            return f"{significant(value / scale, signed=signed)} {unit}"
-    return f"{value:{'+' if signed else ''},.0f} B"
-
-
 def cell(value: Any, unit: str, signed: bool = False, absent: str = "not measured") -> str:
     """One value as text (see the module docstring)."""
     if missing(value):
@@ -100,14 +64,11 @@ def cell(value: Any, unit: str, signed: bool = False, absent: str = "not measure
     if unit == "B":
         return nbytes(float(value), signed)
     if unit == "count":
-        return f"{float(value):{'+' if signed else ''},.0f}"
+        return count(value, signed)
     if unit == "ratio":
-        return f"{float(value):{'+' if signed else ''}.2f}"
+        return ratio(value, signed)
     if unit == "percent":
-        percent = 100 * float(value)
-        if abs(percent) < 10:
-            return f"{significant(percent, 2, signed)}%"
-        return f"{percent:{'+' if signed else ''}.0f}%"
+        return percent(value, signed)
     return str(value)
 
 

@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from perfkit.commands.render import Column, Table, cell, nbytes, plural, render, seconds, significant
+from perfkit.commands.render import Column, Table, cell, render
+from perfkit.text import nbytes, plural, seconds, significant
 
 
 @pytest.mark.parametrize(("value", "text"), [
