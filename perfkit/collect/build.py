@@ -2,7 +2,10 @@
 
 ``mpicc`` compiles the runtime and the generated wrappers; when ``mpifort`` works, it links the
 library so the Fortran wrappers find the MPI library's own Fortran ``pmpi_*_`` entry points.
-``MPICC`` / ``MPIFORT`` override the commands. The result is cached under
+``MPICC`` / ``MPIFORT`` override the commands. ``trace=True`` builds a separate library that also
+writes OTF2 traces (``src/pk_trace.c``, compiled with ``-DPK_TRACE`` and linked with the OTF2 library
+found by ``otf2-config``): the library used without ``--trace`` neither links OTF2 nor tests for it.
+The result is cached under
 ``$PERFKIT_CACHE`` (default ``$XDG_CACHE_HOME/perfkit`` or ``~/.cache/perfkit``) in a directory
 named by a hash of the sources and of the compilers' configuration.
 """
@@ -22,6 +25,7 @@ from perfkit.collect.generate import c_source, fortran_source
 
 LIBRARY = "libperfkit_collect.so"
 SOURCES = ("pk_runtime.c", "pk_runtime.h")
+TRACE_SOURCES = ("pk_trace.c", "pk_trace.h")
 CFLAGS = ("-O2", "-fPIC", "-std=gnu11", "-Wall", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
 
 
@@ -58,10 +62,26 @@ def wrapper_configuration(cmd: list[str]) -> str:
     return " ".join(cmd)
 
 
-def build_library(*, force: bool = False, fortran: bool | None = None) -> Path:
+def otf2_flags() -> tuple[list[str], list[str]]:
+    """Compile and link flags of the OTF2 library (``otf2-config``); CollectorBuildError without it."""
+    config = shutil.which("otf2-config")
+    if config is None:
+        raise CollectorBuildError("--trace needs the OTF2 library and its otf2-config, not on PATH "
+                                  "(Debian: apt install libotf2-trace-dev)")
+    out = []
+    for flags in (["--cflags"], ["--ldflags", "--libs"]):
+        done = subprocess.run([config, *flags], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise CollectorBuildError(f"otf2-config {' '.join(flags)} failed: {done.stderr.strip()}")
+        out.append(shlex.split(done.stdout))
+    return out[0], out[1]
+
+
+def build_library(*, force: bool = False, fortran: bool | None = None, trace: bool = False) -> Path:
     """Build (or find in the cache) the collector library; return its path.
 
     ``fortran=None`` adds the Fortran wrappers when ``mpifort`` is available; ``True`` requires them.
+    ``trace=True``: the library that also writes OTF2 traces (needs ``otf2-config``).
     """
     cc, fc = compiler("c"), compiler("fortran")
     if not _available(cc):
@@ -72,7 +92,10 @@ def build_library(*, force: bool = False, fortran: bool | None = None) -> Path:
     if with_fortran and not _available(fc):
         raise CollectorBuildError(f"no MPI Fortran compiler wrapper {fc[0]!r} on PATH (Debian: apt install gfortran)")
     src = resources.files("perfkit.collect") / "src"
-    texts = {name: (src / name).read_text() for name in SOURCES}
+    texts = {name: (src / name).read_text() for name in SOURCES + (TRACE_SOURCES if trace else ())}
+    cflags, ldflags = otf2_flags() if trace else ([], [])
+    if trace:
+        cflags = ["-DPK_TRACE", *cflags]
     texts["pk_wrappers.c"] = c_source()
     if with_fortran:
         texts["pk_fwrappers.c"] = fortran_source()
@@ -82,6 +105,7 @@ def build_library(*, force: bool = False, fortran: bool | None = None) -> Path:
     digest.update(wrapper_configuration(cc).encode())
     if with_fortran:
         digest.update(wrapper_configuration(fc).encode())
+    digest.update(shlex.join([*cflags, *ldflags]).encode())
     target = cache_dir() / "collect" / digest.hexdigest()[:16]
     library = target / LIBRARY
     if library.exists() and not force:
@@ -94,10 +118,10 @@ def build_library(*, force: bool = False, fortran: bool | None = None) -> Path:
         objects = []
         for name in texts:
             if name.endswith(".c"):
-                _run([*cc, *CFLAGS, "-c", name, "-o", name[:-2] + ".o"], work)
+                _run([*cc, *CFLAGS, *cflags, "-c", name, "-o", name[:-2] + ".o"], work)
                 objects.append(name[:-2] + ".o")
         linker = fc if with_fortran else cc
-        _run([*linker, "-shared", "-o", LIBRARY, *objects, "-lm", "-lpthread"], work)
+        _run([*linker, "-shared", "-o", LIBRARY, *objects, *ldflags, "-lm", "-lpthread"], work)
         if force and target.exists():
             shutil.rmtree(target)
         try:

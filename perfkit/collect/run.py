@@ -1,8 +1,9 @@
-"""Run a launch command under the collector and leave one MPInside text file, atomically."""
+"""Run a launch command under the collector and leave one MPInside text file (and an OTF2 trace), atomically."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -30,11 +31,23 @@ class CollectResult:
     output: Path | None
     message: str
     seconds: float  # wall time of the launch [s]
+    trace: Path | None = None  # the OTF2 archive (folder holding traces.otf2), with trace=True
+
+
+#: Default buffer of the trace per rank [MiB]: flushed to disk when full.
+TRACE_BUFFER_MB = 64.0
+
+
+def trace_path(output: str | os.PathLike) -> Path:
+    """Where ``collect(..., trace=True)`` writes the OTF2 archive of profile ``output``: ``OUTPUT.otf2/``."""
+    output = Path(output)
+    return output.with_name(output.name + ".otf2")
 
 
 def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = False, collective_wait: bool = False,
             matrices: bool = False, timeout: float | None = None, env: Mapping[str, str] | None = None,
-            cwd: str | os.PathLike | None = None) -> CollectResult:
+            cwd: str | os.PathLike | None = None, trace: bool = False,
+            trace_buffer: float = TRACE_BUFFER_MB) -> CollectResult:
     """Run ``launch`` (e.g. ``["mpirun", "-np", "4", "./app"]``) with the collector preloaded.
 
     ``output`` receives MPInside text tables (``perfkit.open_profile`` reads them) only when every rank
@@ -42,10 +55,14 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
     half a file. ``slt`` measures send-late time (``w_MPI_*``), ``collective_wait`` the barrier before
     each collective (``b_MPI_*``), ``matrices`` the rank-to-rank matrices and message-size histograms.
     ``timeout`` [s] kills the launch (and all it started) and reports exit status 124.
+    ``trace`` also writes an OTF2 archive, ``OUTPUT.otf2/`` (``trace_path``), with the library built for
+    tracing; each rank buffers at most ``trace_buffer`` MiB of events and flushes them to disk when full.
     """
     if not launch:
         raise ValueError("nothing to launch: give the command after '--', e.g. -- mpirun -np 4 ./app")
-    library = build_library()
+    if trace and not trace_buffer > 0:
+        raise ValueError(f"trace_buffer must be > 0 MiB, got {trace_buffer}")
+    library = build_library(trace=trace)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".perfkit-collect-", dir=output.parent) as tmp:
@@ -54,6 +71,9 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
         variables = {"LD_PRELOAD": preload, "PERFKIT_COLLECT_OUT": str(raw),
                      "PERFKIT_COLLECT_SLT": str(int(slt)), "PERFKIT_COLLECT_COLLECTIVE_WAIT": str(int(collective_wait)),
                      "PERFKIT_COLLECT_MATRICES": str(int(matrices))}
+        archive = Path(tmp) / "trace"
+        if trace:
+            variables |= {"PERFKIT_COLLECT_TRACE": str(archive), "PERFKIT_COLLECT_TRACE_BUFFER_MB": f"{trace_buffer:g}"}
         command, extra = with_environment(launch, variables)
         start = time.perf_counter()
         returncode = _run(command, {**os.environ, **(env or {}), **extra}, cwd, timeout)
@@ -67,6 +87,7 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
                                                         f"({why}); no profile written to {output}", seconds)
         ds = read_raw(raw, label=output.stem)
         _write_atomically(ds, output)
+        written = _move_trace(archive, trace_path(output)) if trace else None
     one = ds.isel(run=0)
     text = (f"wrote {output}: {int(one['nprocs'])} ranks on {int(one['nodes'])} node(s), mode {one['mode'].item()}, "
             f"{float(one['elapsed']):.3f} s per rank at most")
@@ -75,9 +96,35 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
         text += f"\n{clock}"
     for warning in read_warnings(ds):
         text += f"\nwarning: {warning}"
+    if trace:
+        text += f"\n{_trace_text(written)}"
     if returncode:
         text += f"\nthe program exited with status {returncode}"
-    return CollectResult(returncode, output, text, seconds)
+    return CollectResult(returncode, output, text, seconds, written)
+
+
+def _move_trace(archive: Path, target: Path) -> Path | None:
+    """Put the archive the ranks wrote in place of ``target`` (None when it is incomplete)."""
+    if not (archive / "traces.otf2").is_file() or not (archive / "traces.def").is_file():
+        return None
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(archive, target)
+    return target
+
+
+def _trace_text(archive: Path | None) -> str:
+    """What the trace holds: events, buffer flushes and events dropped per rank (from its definitions)."""
+    if archive is None:
+        return "warning: no trace written (the ranks did not complete the OTF2 archive)"
+    from perfkit.collect.trace import trace_summary
+
+    summary = trace_summary(archive)
+    text = (f"trace {archive}: {summary.events} events of {summary.ranks} ranks, "
+            f"{summary.flushes} buffer flushes")
+    if summary.dropped:
+        text += f"\nwarning: {summary.dropped} trace events were dropped (perfkit::events_dropped in the trace)"
+    return text
 
 
 def _clock_text(ds, nodes: int, synchronised: bool) -> str:

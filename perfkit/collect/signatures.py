@@ -43,7 +43,8 @@ NO_INFO = "MPI_Info info, "
 def _sends() -> list[Signature]:
     modes = ("", "b", "s", "r")  # standard, buffered, synchronous, ready
     out = [Signature(f"{m.upper()}send" if m else "Send", SEND, pre=SEND_HOOK) for m in modes]
-    out += [Signature(f"I{m}send", SEND + ", MPI_Request *request", pre=SEND_HOOK) for m in modes]
+    out += [Signature(f"I{m}send", SEND + ", MPI_Request *request", pre=SEND_HOOK,
+                      post="pk_req_isend(&pk, *request);") for m in modes]
     out += [Signature(f"{m.upper()}send_init" if m else "Send_init", SEND + ", MPI_Request *request",
                       post="pk_req_psend(&pk, *request, count, datatype, dest, tag, comm);") for m in modes]
     return out

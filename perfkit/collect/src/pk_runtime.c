@@ -14,6 +14,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef PK_TRACE /* the library built for --trace: every profiled call also goes to the OTF2 trace */
+#include "pk_trace.h"
+static int opt_trace;
+#define TRACE(...)                    \
+    do {                              \
+        if (opt_trace) { __VA_ARGS__; } \
+    } while (0)
+#else
+#define TRACE(...) \
+    do {           \
+    } while (0)
+#endif
+
 /* provided by the generated wrappers */
 extern const int pk_nfunc;
 extern const char *const pk_fnames[];
@@ -72,13 +85,15 @@ static inline void add_hist(int fid, double bytes) {
 typedef struct {
     uint64_t key;
     int used;
-    int kind;                        /* requests: 1 receive, 2 persistent send; comms: unused */
+    int kind;                        /* requests: 1 receive, 2 persistent send, 3 send (traced); comms: unused */
     int persistent, fid, count, dest, tag;
     MPI_Datatype type;
     MPI_Comm comm;                   /* requests: the user communicator */
     MPI_Comm shadow;                 /* comms: the piggyback communicator (MPI_COMM_NULL if none) */
     int *world;                      /* comms: world rank of each (remote) rank, NULL until needed */
     int size, inter;
+    int tid;                         /* comms: the trace's id, -1 if none */
+    unsigned long long rid;          /* requests: the trace's id of the current operation */
 } pk_rec;
 
 typedef struct {
@@ -159,6 +174,7 @@ static pk_rec *comm_rec(MPI_Comm comm) {
     r = map_put(&comms, COMM_KEY(comm));
     r->shadow = MPI_COMM_NULL;
     r->comm = comm;
+    r->tid = -1;
     PMPI_Comm_test_inter(comm, &r->inter);
     if (r->inter)
         PMPI_Comm_remote_size(comm, &r->size);
@@ -187,10 +203,39 @@ static int to_world(pk_rec *r, int rank) {
     return rank >= 0 && rank < r->size ? r->world[rank] : MPI_UNDEFINED;
 }
 
+#ifdef PK_TRACE
+/* Give an intracommunicator made collectively a trace id every member names alike: the largest count of
+ * communicators made so far among its members (one max-reduction), and the world rank of its rank 0. */
+static void trace_comm(pk_rec *r) {
+    static int made;
+    if (r->comm == MPI_COMM_WORLD || r->comm == MPI_COMM_SELF) {
+        r->tid = r->comm == MPI_COMM_WORLD ? PKT_WORLD : PKT_SELF;
+        return;
+    }
+    if (r->inter || r->tid >= 0) return; /* intercommunicators: recorded in MPI_COMM_WORLD's terms */
+    int seq;
+    PMPI_Allreduce(&made, &seq, 1, MPI_INT, MPI_MAX, r->comm);
+    made = seq + 1;
+    int leader = to_world(r, 0);
+    r->tid = pkt_comm_define(made, leader, r->size, r->world);
+}
+
+/* the trace's communicator and peer of `rank` in `r`: its own when it has one, else MPI_COMM_WORLD's */
+static int trace_peer(pk_rec *r, int rank, int *tid) {
+    if (r->tid >= 0) {
+        *tid = r->tid;
+        return rank;
+    }
+    *tid = PKT_WORLD;
+    return to_world(r, rank);
+}
+#endif
+
 void pk_comm_new(pk_call *c, MPI_Comm comm) {
     if (c->fid < 0 || comm == MPI_COMM_NULL) return;
     pk_rec *r = comm_rec(comm);
     if (opt_slt && r->shadow == MPI_COMM_NULL) PMPI_Comm_dup(comm, &r->shadow);
+    TRACE(trace_comm(r));
 }
 
 void pk_comm_free(pk_call *c, MPI_Comm comm) {
@@ -282,6 +327,13 @@ int pk_enter(pk_call *c, int fid) {
     c->slt_measured = c->nsrc = 0;
     c->cw_req = MPI_REQUEST_NULL;
     c->t0 = pk_now();
+    TRACE({
+        c->t_enter = c->t0;
+        c->coll_comm = c->coll_root = -1;
+        c->coll_sent = c->coll_recv = 0;
+        c->rid = 0;
+        pkt_enter(fid, c->t0);
+    });
     return 1;
 }
 
@@ -293,7 +345,11 @@ void pk_leave(pk_call *c) {
         c->tb = wait < 0 ? 0 : (wait > span ? span : wait);
         c->t0 += c->tb;
     }
-    double dur = pk_now() - c->t0;
+    double t_end = pk_now(), dur = t_end - c->t0;
+    TRACE({
+        if (c->coll_comm >= 0) pkt_coll_end(t_end, c->fid, c->coll_comm, c->coll_root, c->coll_sent, c->coll_recv);
+        pkt_leave(c->fid, t_end);
+    });
     double w = c->slt < dur ? c->slt : dur;
     double *s = stat_of(c->fid, PART_MAIN);
     s[M_TIME] += dur - w;
@@ -324,9 +380,15 @@ void pk_send(pk_call *c, int count, MPI_Datatype type, int dest, int tag, MPI_Co
     s[M_CSENT] += 1;
     add_hist(c->fid, bytes);
     piggyback_send(c->t0, dest, tag, comm);
+    TRACE({
+        int tid, peer = trace_peer(comm_rec(comm), dest, &tid);
+        c->rid = pk_fnames[c->fid][4] == 'I' ? pkt_request_id() : 0; /* MPI_Isend, _Ibsend, _Issend, _Irsend */
+        pkt_send(pk_now(), peer, tid, tag, bytes, c->rid);
+    });
 }
 
-static void received(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *st) {
+/* rid: the trace's id of the receive request (0 for a blocking receive) */
+static void received(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *st, unsigned long long rid) {
     int cancelled = 0;
     if (st->MPI_SOURCE < 0) return; /* MPI_PROC_NULL, or an inactive request */
     PMPI_Test_cancelled(st, &cancelled);
@@ -349,6 +411,10 @@ static void received(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *st) {
         }
         call_src[c->nsrc++] = src;
     }
+    TRACE({
+        int tid, peer = trace_peer(r, st->MPI_SOURCE, &tid);
+        pkt_recv(t_data, peer, tid, st->MPI_TAG, nbytes, rid);
+    });
     double sent = piggyback_recv(comm, st->MPI_SOURCE, st->MPI_TAG);
     if (!isnan(sent)) {
         double late = sent - c->t0, span = t_data - c->t0;
@@ -360,12 +426,12 @@ static void received(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *st) {
 
 void pk_recv_done(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *status) {
     if (c->fid < 0) return;
-    received(c, fid_post, comm, status);
+    received(c, fid_post, comm, status, 0);
 }
 
 void pk_sendrecv_done(pk_call *c, MPI_Comm comm, MPI_Status *status) {
     if (c->fid < 0) return;
-    received(c, c->fid, comm, status);
+    received(c, c->fid, comm, status, 0);
 }
 
 void pk_req_recv(pk_call *c, MPI_Request req, MPI_Comm comm, int persistent) {
@@ -375,6 +441,16 @@ void pk_req_recv(pk_call *c, MPI_Request req, MPI_Comm comm, int persistent) {
     r->persistent = persistent;
     r->fid = c->fid;
     r->comm = comm;
+    TRACE(if (!persistent) pkt_irecv_request(pk_now(), r->rid = pkt_request_id()));
+}
+
+void pk_req_isend(pk_call *c, MPI_Request req) {
+    TRACE({
+        if (c->fid < 0 || req == MPI_REQUEST_NULL || !c->rid) return;
+        pk_rec *r = map_put(&requests, REQ_KEY(req));
+        r->kind = 3;
+        r->rid = c->rid;
+    });
 }
 
 void pk_req_psend(pk_call *c, MPI_Request req, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
@@ -394,6 +470,7 @@ void pk_start(pk_call *c, int n, const MPI_Request reqs[]) {
     if (c->fid < 0) return;
     for (int i = 0; i < n; i++) {
         pk_rec *r = map_find(&requests, REQ_KEY(reqs[i]));
+        TRACE(if (r && r->kind == 1) pkt_irecv_request(pk_now(), r->rid = pkt_request_id()));
         if (!r || r->kind != 2 || r->dest == MPI_PROC_NULL) continue;
         double bytes = (double)r->count * pk_tsize(r->type);
         double *s = stat_of(r->fid, PART_MAIN);
@@ -401,6 +478,10 @@ void pk_start(pk_call *c, int n, const MPI_Request reqs[]) {
         s[M_CSENT] += 1;
         add_hist(r->fid, bytes);
         piggyback_send(c->t0, r->dest, r->tag, r->comm);
+        TRACE({
+            int tid, peer = trace_peer(comm_rec(r->comm), r->dest, &tid);
+            pkt_send(pk_now(), peer, tid, r->tag, bytes, r->rid = pkt_request_id());
+        });
     }
 }
 
@@ -431,7 +512,8 @@ void pk_completed(pk_call *c, const MPI_Request *snapshot, int n, const int *don
         if (i < 0) continue;
         pk_rec *r = map_find(&requests, REQ_KEY(snapshot[i]));
         if (!r) continue;
-        if (r->kind == 1) received(c, r->fid, r->comm, &statuses[done ? k : i]);
+        if (r->kind == 1) received(c, r->fid, r->comm, &statuses[done ? k : i], r->rid);
+        TRACE(if (r->kind >= 2 && r->rid) pkt_isend_complete(pk_now(), r->rid));
         if (!r->persistent) map_del(&requests, r);
     }
 }
@@ -464,6 +546,9 @@ int *pk_ints(int n) {
  * exactly "last arrival - own arrival", and the rest stays in the collective's column. Intercommunicators
  * get a plain barrier before the collective. */
 void pk_coll_wait(pk_call *c, MPI_Comm comm) {
+    TRACE({
+        if (c->fid >= 0 && (c->coll_comm = comm_rec(comm)->tid) >= 0) pkt_coll_begin(c->t_enter);
+    });
     if (c->fid < 0 || !opt_cw) return;
     double t = pk_now();
     if (comm_rec(comm)->inter) {
@@ -495,6 +580,10 @@ double pk_bytes(const void *sendbuf, int count, MPI_Datatype type, int alt_count
 
 static void coll_account(pk_call *c, double sent, double recv) {
     double *s = main_stat(c);
+    TRACE({
+        c->coll_sent = sent;
+        c->coll_recv = recv;
+    });
     if (sent > 0) {
         s[M_BSENT] += sent;
         s[M_CSENT] += 1;
@@ -513,6 +602,7 @@ void pk_coll_rooted(pk_call *c, double bytes_each, int root, MPI_Comm comm, int 
     if (r->inter) return;
     int me;
     PMPI_Comm_rank(comm, &me);
+    TRACE(c->coll_root = root);
     double many = bytes_each * (r->size - 1);
     if (me == root)
         coll_account(c, root_sends ? many : 0, root_sends ? 0 : many);
@@ -527,6 +617,7 @@ void pk_coll_rooted_v(pk_call *c, const int counts[], MPI_Datatype type, double 
     if (r->inter) return;
     int me;
     PMPI_Comm_rank(comm, &me);
+    TRACE(c->coll_root = root);
     if (me != root) {
         coll_account(c, root_sends ? 0 : own_bytes, root_sends ? own_bytes : 0);
         return;
@@ -712,14 +803,25 @@ void pk_init_end(double t_start, int fid) {
     opt_slt = env_flag("PERFKIT_COLLECT_SLT");
     opt_cw = env_flag("PERFKIT_COLLECT_COLLECTIVE_WAIT");
     opt_mat = env_flag("PERFKIT_COLLECT_MATRICES");
+#ifdef PK_TRACE
+    const char *trace_dir = getenv("PERFKIT_COLLECT_TRACE");
+    opt_trace = trace_dir && *trace_dir;
+#endif
+    int aligned = opt_slt || opt_cw;
+    TRACE(aligned = 1); /* the trace's timestamps are on rank 0's clock */
     pk_thread = pthread_self();
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
     stats = pk_calloc((size_t)pk_nfunc * PK_NPART * PK_NMETRIC, sizeof(double));
     hist = pk_calloc((size_t)pk_nfunc * PK_NBIN, sizeof(double));
     mat = pk_calloc(opt_mat ? (size_t)world_size * 3 : 1, sizeof(double));
-    clock_offset = opt_slt || opt_cw ? clock_sync() : 0;
+    clock_offset = aligned ? clock_sync() : 0;
     pk_call c = {.fid = 0};
+    TRACE({
+        const char *mb = getenv("PERFKIT_COLLECT_TRACE_BUFFER_MB");
+        if (pkt_open(trace_dir, mb && *mb ? atof(mb) : 64, world_rank, world_size, clock_offset) != 0)
+            PMPI_Abort(MPI_COMM_WORLD, 74);
+    });
     if (opt_slt) { /* the world's shadow, made asleep while the ranks arrive */
         MPI_Request req;
         PMPI_Comm_idup(MPI_COMM_WORLD, &comm_rec(MPI_COMM_WORLD)->shadow, &req);
@@ -728,6 +830,11 @@ void pk_init_end(double t_start, int fid) {
     pk_comm_new(&c, MPI_COMM_WORLD);
     pk_comm_new(&c, MPI_COMM_SELF);
     t_init_end = pk_now();
+    TRACE({
+        pkt_enter(pkt_region_program(), t_start);
+        pkt_enter(fid, t_start);
+        pkt_leave(fid, t_init_end);
+    });
     double *s = stat_of(fid, PART_MAIN);
     s[M_TIME] += t_init_end - t_start;
     s[M_CALLS] += 1;
@@ -805,9 +912,12 @@ void pk_finalize(void) {
     if (!pk_on) return;
     double t_fin = pk_now();
     pk_on = 0;
+    TRACE(pkt_enter(pkt_region_finalize(), t_fin));
     double compute = (t_fin - t_init_end) - mpi_time;
     piggyback_drain();
-    double bound_init = clock_bound, offset_now = opt_slt || opt_cw ? clock_sync() : 0;
+    int aligned = opt_slt || opt_cw;
+    TRACE(aligned = 1);
+    double bound_init = clock_bound, offset_now = aligned ? clock_sync() : 0;
     clock_sync_free();
     /* drift, the largest offset measured (init or finalize) and the largest bound of its error [s] */
     double clock[3] = {fabs(offset_now - clock_offset), fmax(fabs(clock_offset), fabs(offset_now)),
@@ -842,6 +952,7 @@ void pk_finalize(void) {
     const char *path = getenv("PERFKIT_COLLECT_OUT");
     if (world_rank == 0 && path && *path)
         write_output(path, all, total / ROW, hosts, clock_max, totals[0], totals[1]);
+    TRACE(pkt_close(pk_now(), hosts, bound_init));
     free(rows);
     free(all);
     free(lens);

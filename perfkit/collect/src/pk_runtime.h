@@ -19,6 +19,12 @@ typedef struct pk_call {
     int nsrc;         /* receives completed by this call (matrix time is shared among them) */
     MPI_Request cw_req;        /* collective wait: the max-reduction of arrival times, running with the call */
     double cw_arrival, cw_last; /* this rank's arrival and the last one, on rank 0's clock [s] */
+    /* --trace only */
+    double t_enter;             /* the call's start, before any collective wait [s] */
+    int coll_comm;              /* the collective's communicator in the trace, -1 if none */
+    int coll_root;              /* its root (rank in the communicator), -1 if none */
+    double coll_sent, coll_recv; /* its bytes [B] */
+    unsigned long long rid;     /* the trace's id of the request a non-blocking send is making */
 } pk_call;
 
 int pk_enter(pk_call *c, int fid);
@@ -29,6 +35,7 @@ void pk_send(pk_call *c, int count, MPI_Datatype type, int dest, int tag, MPI_Co
 void pk_recv_done(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *status);
 void pk_sendrecv_done(pk_call *c, MPI_Comm comm, MPI_Status *status);
 void pk_req_recv(pk_call *c, MPI_Request req, MPI_Comm comm, int persistent);
+void pk_req_isend(pk_call *c, MPI_Request req);
 void pk_req_psend(pk_call *c, MPI_Request req, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm);
 void pk_start(pk_call *c, int n, const MPI_Request reqs[]);
 void pk_request_free(pk_call *c, MPI_Request req);
