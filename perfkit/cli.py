@@ -328,6 +328,7 @@ examples:
   perfkit collect -o run.mpinside --slt -- mpiexec -n 64 -ppn 32 ./app      (MPICH, Intel MPI)
   perfkit collect -o run.mpinside --slt -- srun -n 256 ./app                (Slurm)
   perfkit collect -o run.mpinside -- mpirun -np 4 python3 prog.py          (mpi4py)
+  perfkit collect -o run.mpinside --trace -- mpirun -np 4 ./app 10         (and run.mpinside.otf2/)
 
 The exit status is the program's. OUT is written only when every rank reached MPI_Finalize, and
 atomically (a temporary file renamed). Read it with perfkit.open_profile(OUT). See docs/collector.md.
@@ -338,7 +339,8 @@ atomically (a temporary file renamed). Read it with perfkit.open_profile(OUT). S
 def _configure_collect(parser: argparse.ArgumentParser) -> Runner:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = _COLLECT_EPILOG
-    parser.usage = "perfkit collect -o OUT [--slt] [--collective-wait] [--matrices] [--timeout S] -- LAUNCH..."
+    parser.usage = ("perfkit collect -o OUT [--slt] [--collective-wait] [--matrices] [--trace [--trace-buffer MB]] "
+                    "[--timeout S] -- LAUNCH...")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="the profile to write (MPInside text tables), e.g. run.mpinside")
     parser.add_argument("--slt", action="store_true",
@@ -353,16 +355,27 @@ def _configure_collect(parser: argparse.ArgumentParser) -> Runner:
                              "histograms per rank and call")
     parser.add_argument("--timeout", type=_number(float, 0, above=True), default=None, metavar="S",
                         help="stop the launch (and everything it started) after S seconds; exit status 124")
+    parser.add_argument("--trace", action="store_true",
+                        help="also write an OTF2 trace of every profiled call and message, OUT.otf2/ (needs the "
+                             "OTF2 library: Debian libotf2-trace-dev); read it with perfkit.open_profile(OUT.otf2)")
+    parser.add_argument("--trace-buffer", type=_number(float, 0, above=True), default=None, metavar="MB",
+                        help="with --trace: events each rank buffers before flushing them to disk [MiB] "
+                             "(default 64)")
     parser.add_argument("launch", nargs=argparse.REMAINDER, help="the launch command, after '--'")
     return _run_collect
 
 
 def _run_collect(args: argparse.Namespace) -> int:
     from perfkit.collect import collect
+    from perfkit.collect.run import TRACE_BUFFER_MB
 
     launch = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
+    if args.trace_buffer is not None and not args.trace:
+        print("perfkit collect: --trace-buffer needs --trace", file=sys.stderr)
+        return 2
     result = collect(launch, args.output, slt=args.slt, collective_wait=args.collective_wait,
-                     matrices=args.matrices, timeout=args.timeout)
+                     matrices=args.matrices, timeout=args.timeout, trace=args.trace,
+                     trace_buffer=args.trace_buffer or TRACE_BUFFER_MB)
     print(f"perfkit collect: {result.message}", file=sys.stderr)
     return result.returncode
 
