@@ -1,4 +1,4 @@
-"""Lossless storage of canonical Datasets in zarr stores and netCDF-4 files."""
+"""Lossless storage of canonical Datasets in zarr stores and netCDF-4 files, written all or nothing."""
 
 from __future__ import annotations
 
@@ -8,37 +8,74 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from perfkit import atomic
+from perfkit.errors import PerfkitFormatError
 from perfkit.model import densify, validate
 
 _TEXT_COORDS = ("function", "call", "kind", "metric", "units", "run", "label", "system", "mode",
                 "format", "source", "quantity", "quantity_units", "stat")
+#: zarr chunk length along ``run`` of the stores ``convert`` writes.
+RUN_CHUNK = 1
+#: The completeness mark: a root attribute holding the number of runs, written after everything else.
+COMPLETE = "perfkit_complete"
 
 
-def save(ds: xr.Dataset, path: str | PathLike) -> Path:
+def save(ds: xr.Dataset, path: str | PathLike, *, overwrite: bool = False) -> Path:
     """Write ``ds`` to ``path``: a zarr store if it ends in ``.zarr``, else netCDF-4 (h5netcdf).
 
-    Sparse variables are written densely; dask-backed cubes are written chunk by chunk.
+    Sparse variables are written densely; dask-backed cubes are written chunk by chunk. The
+    Dataset is written to a temporary beside ``path``, marked complete, then renamed to ``path``:
+    an interrupted save leaves ``path`` as it was. An existing ``path`` is replaced only with
+    ``overwrite=True`` (``FileExistsError`` otherwise, before anything is written).
     """
     path = Path(path)
+    zarr_store = path.suffix == ".zarr"
+    atomic.check_output(path, overwrite=overwrite, store=zarr_store, option="overwrite=True")
     ds = densify(validate(ds))
-    if path.suffix == ".zarr":
-        ds.to_zarr(path, mode="w", consolidated=True, zarr_format=2)
-    else:
-        ds.to_netcdf(path, engine="h5netcdf", mode="w")
+    with atomic.writing(path) as temp:
+        if zarr_store:
+            ds.to_zarr(temp, mode="w", consolidated=True, zarr_format=2)
+        else:
+            ds.to_netcdf(temp, engine="h5netcdf", mode="w")
+        mark_complete(temp, ds.sizes.get("run", 0), zarr_store=zarr_store)
+        atomic.put_in_place(temp, path)
     return path
+
+
+def mark_complete(path: str | PathLike, runs: int, *, zarr_store: bool = True) -> None:
+    """Write the completeness mark (``runs``, the number of runs) into the store or file at ``path``, last."""
+    if zarr_store:
+        import zarr
+
+        zarr.open_group(str(path), mode="r+", zarr_format=2).attrs[COMPLETE] = int(runs)
+        zarr.consolidate_metadata(str(path))
+    else:
+        import h5netcdf
+
+        with h5netcdf.File(path, "a") as handle:
+            handle.attrs[COMPLETE] = np.int64(runs)
 
 
 def load(path: str | PathLike, chunks: dict[str, int] | None = None) -> xr.Dataset:
     """Read a Dataset written by ``save`` or ``perfkit.convert``.
 
     With ``chunks`` (e.g. ``{"rank": 16384}``; ``{}``: the store's own chunks) the data variables
-    are dask arrays read on demand (lazy; coordinates are read at once).
+    are dask arrays read on demand (lazy; coordinates are read at once). A store without the
+    completeness mark, or whose mark disagrees with its number of runs, is refused
+    (``PerfkitFormatError``): it was not written to its end.
     """
     path = Path(path)
     if path.suffix == ".zarr":
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        if not (path / ".zmetadata").exists():
+            raise PerfkitFormatError(path, None, "not a complete perfkit store: no consolidated metadata "
+                                                 "(.zmetadata), which perfkit writes at its end")
         ds = xr.open_zarr(path, consolidated=True, chunks=chunks)
     else:
         ds = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
+    _check_complete(ds, path)
+    ds.attrs.pop(COMPLETE)
     if chunks is None:
         ds = ds.load()
     else:  # coordinates are small: in memory, so that selecting by label never computes
@@ -47,3 +84,16 @@ def load(path: str | PathLike, chunks: dict[str, int] | None = None) -> xr.Datas
     updates = {name: ds[name].astype(object) for name in _TEXT_COORDS if name in ds.coords}
     ds = ds.assign_coords({k: v if v.dims != (k,) else np.asarray(v.values, dtype=object) for k, v in updates.items()})
     return validate(ds)
+
+
+def _check_complete(ds: xr.Dataset, path: Path) -> None:
+    if COMPLETE not in ds.attrs:
+        ds.close()
+        raise PerfkitFormatError(path, None, f"no completeness mark (attribute {COMPLETE!r}, written last by "
+                                             "perfkit.save and perfkit.convert): the store was not written to "
+                                             "its end, or not by this perfkit; write it again")
+    runs = ds.sizes.get("run", 0)
+    if int(ds.attrs[COMPLETE]) != runs:
+        ds.close()
+        raise PerfkitFormatError(path, None, f"the completeness mark says {int(ds.attrs[COMPLETE])} runs, "
+                                             f"the store holds {runs}")

@@ -17,8 +17,6 @@ import gc
 import json
 import multiprocessing
 import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -31,8 +29,8 @@ import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
-import zarr
 
+from perfkit import atomic
 from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
 from perfkit.io.cluster import active_client
 from perfkit.io.open import (
@@ -56,11 +54,11 @@ from perfkit.model import (
     validate,
     variable_dims,
 )
-from perfkit.storage import load, save
+from perfkit.storage import RUN_CHUNK, load, mark_complete, save
 
 #: Output kinds ``convert`` writes: a zarr store (lazy loading, appending) or a netCDF-4 file.
 SUFFIXES = (".zarr", ".nc")
-#: zarr chunk length along ``rank``, ``sender`` and ``receiver`` (other dims: whole, ``run``: 1).
+#: zarr chunk length along ``rank``, ``sender`` and ``receiver`` (other dims: whole, ``run``: ``RUN_CHUNK``).
 RANK_CHUNK = 4096
 #: Runs are written into the store in batches of at most this many cells (float64: 16 MiB).
 BATCH_CELLS = 2**21
@@ -83,6 +81,7 @@ def convert(
     append: bool = False,
     workers: int | None = None,
     progress: bool | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Read profiles into one store at ``output`` (``*.zarr`` or ``*.nc``); return its path.
 
@@ -100,6 +99,12 @@ def convert(
     recorded in the store's ``attrs["refused"]``. ``traffic`` matrices are stored densely, per run
     (chunks of ``RANK_CHUNK`` x ``RANK_CHUNK`` ranks). ``progress`` shows a bar (default: more than
     20 files), a widget in Jupyter and text in a terminal.
+
+    The output is written all or nothing: the new store is written beside ``output`` under a
+    temporary name (``.NAME.perfkit-tmp-<pid>``), marked complete, then swapped in; a run that fails
+    or is stopped leaves ``output`` as it was (see ``perfkit.atomic``). An existing ``output`` is
+    replaced only with ``overwrite=True`` (appending needs none); the output's folder must exist.
+    Temporaries of earlier runs that were killed are removed first, with a warning.
     """
     output = Path(output)
     if output.suffix not in SUFFIXES:
@@ -108,35 +113,46 @@ def convert(
         raise ValueError(f"errors must be 'raise', 'warn' or 'skip', got {errors!r}")
     if append and output.suffix != ".zarr":
         raise ValueError("runs can only be added to a .zarr store")
-    existing = load(output, chunks={}) if append and output.exists() else None
     paths = expand_paths(paths_or_glob)
+    missing = next((path for path in paths if not path.exists()), None) if errors == "raise" else None
+    if missing is not None:
+        raise FileNotFoundError(2, "No such file or directory", str(missing))
+    appending = append and (output.exists() or output.is_symlink())
+    atomic.check_output(output, overwrite=overwrite or appending, inputs=paths, store=output.suffix == ".zarr",
+                        option="overwrite=True")
+    removed = atomic.sweep(output.parent)
+    if removed:
+        warnings.warn(f"removed {len(removed)} temporary file(s) left by an earlier run that was stopped: "
+                      f"{', '.join(p.name for p in removed)}", PerfkitWarning, stacklevel=2)
+    existing = load(output, chunks={}) if appending else None
     labels = unique_labels(paths)
     tasks = [(path, format, {"label": label, **metadata_for(path, metadata)}) for path, label in zip(paths, labels)]
     if existing is not None:
         taken = set(map(str, existing["run"].values)) & {str(meta["label"]) for _, _, meta in tasks}
         if taken:
             raise ContractError(f"runs {sorted(taken)} are already in {output}")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.parts-", dir=output.parent))
     try:
-        show = len(paths) > 20 if progress is None else progress
-        results = _read_all(tasks, work, errors, workers, show)
-        refused = [r for r in results if isinstance(r, Refusal)]
-        runs = merge_duplicates([r for r in results if not isinstance(r, Refusal)])
-        if not runs and existing is None:
-            raise refused[0].error
-        sources = [existing, *runs] if existing is not None else runs
-        attrs = _store_attrs(existing, runs, refused)
-        target = output if output.suffix == ".zarr" and existing is None else work / "study.zarr"
-        write_runs(sources, target, attrs, progress=show)
-        if output.suffix == ".nc":
-            save(load(target, chunks={}), output)
-        elif target != output:
-            old = work / "replaced.zarr"
-            output.rename(old)
-            target.rename(output)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        with atomic.writing(output, "parts") as work:
+            work.mkdir()
+            show = len(paths) > 20 if progress is None else progress
+            results = _read_all(tasks, work, errors, workers, show)
+            refused = [r for r in results if isinstance(r, Refusal)]
+            runs = merge_duplicates([r for r in results if not isinstance(r, Refusal)])
+            if not runs and existing is None:
+                raise refused[0].error
+            sources = [existing, *runs] if existing is not None else runs
+            attrs = _store_attrs(existing, runs, refused)
+            if output.suffix == ".nc":
+                save(load(write_runs(sources, work / "study.zarr", attrs, progress=show), chunks={}), output,
+                     overwrite=True)
+            else:
+                with atomic.writing(output) as store:
+                    write_runs(sources, store, attrs, progress=show)
+                    atomic.put_in_place(store, output)
+            atomic.remove(work)
+    except Exception as exc:
+        exc.add_note(f"{output} {'left as it was' if appending or output.exists() else 'not written'}")
+        raise
     if refused and errors == "warn":
         lines = "\n".join(f"  {r.error}" for r in refused)
         warnings.warn(f"{len(refused)} of {len(results)} files could not be read and were left out of {output}:"
@@ -189,6 +205,7 @@ def _write_part(ds: xr.Dataset, part: Path) -> None:
                                                             for dim, n in var.sizes.items())}
                 for name, var in ds.data_vars.items()}
     densify(validate(ds)).to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
+    mark_complete(part, ds.sizes["run"])
 
 
 def _open_part(part: Path) -> xr.Dataset:
@@ -276,7 +293,7 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
     coords = combined_coords(sources)
     dims_of = variable_dims(sources)
     sizes = {dim: len(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}
-    chunks = {"run": 1, **{dim: min(n, RANK_CHUNK) if dim in _RANK_DIMS else n for dim, n in sizes.items()}}
+    chunks = {"run": RUN_CHUNK, **{dim: min(n, RANK_CHUNK) if dim in _RANK_DIMS else n for dim, n in sizes.items()}}
     n_runs = len(coords["run"])
     dtypes = {name: text_dtype(s[name] for s in sources if name in s) if name in TEXT_VARIABLES
               else np.dtype(np.float64) for name in dims_of}
@@ -293,7 +310,7 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
         block = block.chunk({dim: chunks[dim] for dim in block.dims})
         with dask.config.set(scheduler="threads"):  # here, not on a cluster: one batch in memory, no transfers
             block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
-    zarr.consolidate_metadata(str(target))
+    mark_complete(target, n_runs)
     return target
 
 

@@ -1,0 +1,184 @@
+"""Outputs written all or nothing: a temporary beside the target, renamed over it at the end.
+
+A writer works on ``.NAME.perfkit-tmp-<pid>`` in the target's folder (same file system, so the
+final rename is atomic): the target is at every moment either the old file or store, untouched,
+or the complete new one. A file is put in place with ``os.replace``; a store (a folder) is
+swapped with the old one by ``renameat2(RENAME_EXCHANGE)`` (Linux), or, where the file system
+lacks it, the old one is first renamed to ``.NAME.perfkit-tmp-<pid>.old`` (``sweep`` puts it back
+if the writer dies before the new one is in place). Temporaries of a writer that was killed
+(its pid no longer runs on this machine) are removed by ``sweep`` on the next run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from os import PathLike
+from pathlib import Path
+
+TAG = ".perfkit-tmp-"
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.perfkit-tmp-(?P<pid>\d+)(?P<old>\.old)?$")
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def temporary(target: str | PathLike, part: str = "") -> Path:
+    """The temporary path of this process for ``target``: ``.NAME[.part].perfkit-tmp-<pid>`` beside it."""
+    target = Path(target)
+    name = f"{target.name}.{part}" if part else target.name
+    return target.parent / f".{name}{TAG}{os.getpid()}"
+
+
+def check_output(target: str | PathLike, *, overwrite: bool, inputs: Iterable[str | PathLike] = (),
+                 store: bool = False, option: str = "--force") -> Path:
+    """Refuse an output before any work: its folder must exist and be writable, the output must not
+    be one of ``inputs`` (nor inside one), and an existing output is replaced only with ``overwrite``.
+
+    ``store``: the output is a zarr store (a folder); an existing folder is replaced only if perfkit
+    wrote it (it carries ``perfkit_version``), never a folder perfkit did not create.
+    Raises ``FileNotFoundError`` (missing folder), ``FileExistsError`` or ``ValueError``.
+    """
+    target = Path(target)
+    folder = target.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"no such folder for {target}", str(folder))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"cannot write in the folder of {target}", str(folder))
+    for source in inputs:
+        source = Path(source)
+        if _same(source, target) or target.resolve() in source.resolve().parents:
+            raise ValueError(f"{target} is also an input: write the output elsewhere")
+    if not (target.exists() or target.is_symlink()):
+        return target
+    if target.is_dir() and not store:
+        raise IsADirectoryError(errno.EISDIR, "the output is a folder, not a file", str(target))
+    if store and not target.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a zarr store; not replaced", str(target))
+    if store and not _written_by_perfkit(target):
+        raise FileExistsError(errno.EEXIST, "is a folder perfkit did not write; not replaced", str(target))
+    if not overwrite:
+        raise FileExistsError(errno.EEXIST, f"exists; {option} replaces it", str(target))
+    return target
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
+def _written_by_perfkit(store: Path) -> bool:
+    """A zarr store whose root attributes carry ``perfkit_version``."""
+    try:
+        return "perfkit_version" in json.loads((store / ".zattrs").read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def put_in_place(temp: Path, target: Path) -> None:
+    """Move the complete ``temp`` to ``target`` atomically; an old ``target`` is removed afterwards."""
+    if not temp.is_dir() or not target.is_dir():
+        os.replace(temp, target)
+        return
+    if _exchange(temp, target):  # temp now holds the old store
+        remove(temp)
+        return
+    old = temp.with_name(temp.name + ".old")
+    os.rename(target, old)  # between the two renames sweep() restores it if this process dies
+    os.rename(temp, target)
+    remove(old)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where not supported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def remove(path: Path) -> None:
+    """Remove a temporary file or folder (retried briefly: threads stopped by a signal may still be writing)."""
+    for _ in range(5):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        if not (path.exists() or path.is_symlink()):
+            return
+        time.sleep(0.05)
+
+
+@contextmanager
+def writing(target: str | PathLike, part: str = "") -> Iterator[Path]:
+    """The temporary path to write ``target`` to; removed if the block fails (or is interrupted).
+
+    The caller puts it in place with ``put_in_place`` once complete.
+    """
+    temp = temporary(target, part)
+    remove(temp)
+    try:
+        yield temp
+    except BaseException:
+        remove(temp)
+        raise
+
+
+def write_text(target: str | PathLike, text: str) -> Path:
+    """Write ``text`` to ``target`` through a temporary file (flushed to disk) renamed over it."""
+    target = Path(target)
+    with writing(target) as temp:
+        with open(temp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    return target
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def sweep(folder: str | PathLike) -> list[Path]:
+    """Remove the temporaries in ``folder`` left by perfkit writers that are no longer running (killed);
+    a store moved aside by one (``.old``) goes back to its name if nothing took its place. Returns them."""
+    folder = Path(folder)
+    found = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    for entry in entries:
+        match = _TEMPORARY.match(entry.name)
+        if not match or int(match["pid"]) == os.getpid() or _alive(int(match["pid"])):
+            continue
+        path = Path(entry.path)
+        target = folder / match["name"]
+        if match["old"] and not (target.exists() or target.is_symlink()):
+            os.rename(path, target)
+        else:
+            remove(path)
+        found.append(path)
+    return found
