@@ -6,7 +6,8 @@ without leaf switches; block, round-robin and Scotch placement; links k times fa
 imbalance balanced). Each case
 profiles a run of the lab's exchange program under the collector, predicts, re-runs and measures:
 inter-node bytes by the kernel's link counters, elapsed time by the profile (end of MPI_Init to start
-of MPI_Finalize). Writes ``results/closed_loop.json`` and prints the table docs/placement.md quotes.
+of MPI_Finalize). Every profile and re-run is run ``--runs`` times (3) and the median run used, on both
+sides of the comparison. Writes ``results/closed_loop.json`` and prints the table docs/placement.md quotes.
 
 Needs root (the testbed) and Open MPI. Run: ``python benchmarks/bench_closed_loop.py [--quick]``.
 """
@@ -93,6 +94,8 @@ def main() -> int:
     parser.add_argument("--keep", help="folder to keep the profiles in (default: a temporary one)")
     parser.add_argument("--repeats", type=int, default=5,
                         help="re-runs of one case, nothing changed, for the run-to-run spread (default 5)")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="runs of every profile and re-run, the median one used (default 3)")
     args = parser.parse_args()
     why = why_unavailable()
     if why:
@@ -112,7 +115,7 @@ def main() -> int:
         load = os.getloadavg()[0]
         for row in place_and_rerun([exe, str(file), f"steps={STEPS}", f"step={COMPUTE_S}"], nodes=nodes,
                                    cores=cores, bandwidth=rate, strategies=strategies, switch_size=switch,
-                                   workdir=work / f"p{i}"):
+                                   workdir=work / f"p{i}", repeats=args.runs):
             leaf = f" K={switch}" if switch else ""
             rows.append({"case": f"{name} {nodes}x{cores} {rate / 1e6:g}Mbit/s{leaf} {row['strategy']}",
                          "pattern": name, "load_average": load, **row})
@@ -122,19 +125,20 @@ def main() -> int:
         file = patterns.write_pattern(pattern, work / f"n{i}.txt")
         load = os.getloadavg()[0]
         row = faster_network([exe, str(file), f"steps={STEPS}", f"step={COMPUTE_S}"], nodes=nodes, cores=cores,
-                             bandwidth=rate, k=k, switch_size=switch, workdir=work / f"n{i}")
+                             bandwidth=rate, k=k, switch_size=switch, workdir=work / f"n{i}", repeats=args.runs)
         rows.append({"case": f"{name} {nodes}x{cores} {rate / 1e6:g}Mbit/s network x{k:g}", "pattern": name,
                      "strategy": f"network x{k:g}", "load_average": load, **row})
         _print(rows[-1])
     for i, (nodes, cores, extra) in enumerate(BALANCES[: 1 if args.quick else None]):
         load = os.getloadavg()[0]
-        row = balance(nodes=nodes, cores=cores, extra_s=extra, workdir=work / f"b{i}")
+        row = balance(nodes=nodes, cores=cores, extra_s=extra, workdir=work / f"b{i}", repeats=args.runs)
         rows.append({"case": f"static imbalance {nodes}x{cores} +{extra * 1e3:g} ms balanced", "pattern": "lab halo",
                      "load_average": load, **row})
         _print(rows[-1])
     summary = _summary(rows)
     summary["wall_s"] = time.time() - started
     summary["repeatability"] = spread
+    summary["runs_per_measurement"] = args.runs
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({"summary": summary, "rows": rows, "steps": STEPS, "compute_s": COMPUTE_S,
                                    "step_network_s": STEP_NETWORK_S}, indent=1) + "\n")
@@ -173,19 +177,26 @@ def _summary(rows: list[dict]) -> dict:
     return {"cases": len(rows), "bytes_within_3pct": sum(abs(r["bytes_error_pct"]) <= 3 for r in rows),
             "bytes_max_error_pct": max(abs(r["bytes_error_pct"]) for r in rows),
             "elapsed_in_interval": sum(r["in_interval"] for r in rows),
-            "elapsed_median_abs_error_pct": statistics.median(errors), "elapsed_max_abs_error_pct": max(errors)}
+            "elapsed_median_abs_error_pct": statistics.median(errors), "elapsed_max_abs_error_pct": max(errors),
+            "interval_median_width_pct": statistics.median(_width(r) for r in rows),
+            "load_average_median": statistics.median(r["load_average"] for r in rows)}
+
+
+def _width(row: dict) -> float:
+    """The interval's width relative to the point prediction [%]."""
+    return 100 * (row["elapsed_high"] - row["elapsed_low"]) / row["elapsed_predicted"]
 
 
 def table(rows: list[dict]) -> str:
     """Markdown: one line per case."""
     lines = ["| case | inter-node bytes predicted / measured | error | elapsed before | predicted [interval] | "
-             "measured | error | in interval |", "|---|---|---|---|---|---|---|---|"]
+             "measured | error | in interval | width |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['case']} | {r['bytes_predicted'] / 1e6:.1f} MB / {r['bytes_measured'] / 1e6:.1f} MB | "
                      f"{r['bytes_error_pct']:+.2f}% | {r['elapsed_before_measured']:.2f} s | "
                      f"{r['elapsed_predicted']:.2f} s [{r['elapsed_low']:.2f}, {r['elapsed_high']:.2f}] | "
                      f"{r['elapsed_measured']:.2f} s | {r['elapsed_error_pct']:+.1f}% | "
-                     f"{'yes' if r['in_interval'] else 'no'} |")
+                     f"{'yes' if r['in_interval'] else 'no'} | {_width(r):.0f}% |")
     return "\n".join(lines)
 
 

@@ -8,9 +8,11 @@ the described rate). The share of ``M`` the links explain, ``f = min(1, L / 0.95
 about 95% of a link), scales with ``L``; the rest scales with the bytes between nodes (a limit on
 all traffic together: a switch backplane; on the testbed, the machine's own cores):
 ``elapsed_after = elapsed_before - M * (1 - (f * L_after / L_before + (1 - f) * B_after / B_before))``.
-For faster links (``predict_network``) all of ``M`` scales with the links. Which of the two the rest
-follows is the model's unknown: the interval spans both, the bounds ``L <= network time <= M``, and
-the run-to-run spread of unchanged re-runs (``REPEATABILITY``). Without a described network the link
+For faster links (``predict_network``) all of ``M`` scales with the links. Which way the rest goes
+is the model's unknown: the interval spans it scaling with the links or with the bytes, staying as
+it was while the links' time changes (``M - (L_before - L_after)``), and, when the links' time drops,
+vanishing (``M_after = L_after / 0.95``), widened by the run-to-run spread of unchanged re-runs
+(``REPEATABILITY``). Without a described network the link
 rate is unknown: the network time ranges from 0 to ``M``, the point in the middle.
 """
 
@@ -135,7 +137,10 @@ def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after:
         mixed = explained * by_links + (1 - explained) * by_bytes
         point = elapsed - mpi * (1 - (by_links if rest_with_links else mixed))
         candidates = [elapsed - mpi * (1 - r) for r in (by_links, by_bytes, mixed)]
-        candidates += [elapsed - t * (1 - by_links) for t in (min(lb, mpi), mpi)]
+        # the rest (and any overlap with compute) unchanged: the links' time changes, at 100% or 95%
+        candidates += [elapsed - min(mpi, (lb - la) / a) for a in (1.0, ACHIEVED_FRACTION)]
+        if la < lb:  # the rest may vanish with the links' load: the run then waits for the links only
+            candidates.append(elapsed - mpi + la / ACHIEVED_FRACTION)
     else:  # no traffic between nodes before: the new network time adds to the run
         point = elapsed + la / ACHIEVED_FRACTION
         candidates = [elapsed + la, elapsed + la / ACHIEVED_FRACTION ** 2]

@@ -12,6 +12,8 @@ counters of the nodes' links less the frames' headers (``payload_bytes``).
 from __future__ import annotations
 
 import re
+import shutil
+import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -59,6 +61,34 @@ def profiled_run(tb: Testbed, launch: list[str], output: Path, timeout: float) -
             "payload_bytes": payload_bytes(report)}
 
 
+def repeated_run(tb: Testbed, launch: list[str], output: Path, timeout: float, repeats: int = 1) -> dict[str, Any]:
+    """``profiled_run`` ``repeats`` times (``output`` with ``-1``, ``-2``, ... before its suffix); the run
+    whose elapsed time is the median (the lower one of an even count) is copied to ``output`` and
+    returned, with ``elapsed_all`` [s] of every repeat: one noisy run neither sets a prediction's
+    baseline nor decides whether it came true."""
+    if repeats < 1:
+        raise ValueError(f"repeats = {repeats!r}: expected at least 1")
+    if repeats == 1:
+        return {**profiled_run(tb, launch, output, timeout), "elapsed_all": None}
+    runs = []
+    for i in range(1, repeats + 1):
+        path = output.with_name(f"{output.stem}-{i}{output.suffix}")
+        runs.append((profiled_run(tb, launch, path, timeout), path))
+    order = sorted(range(repeats), key=lambda i: runs[i][0]["elapsed"])
+    chosen, path = runs[order[(repeats - 1) // 2]]
+    shutil.copyfile(path, output)
+    shutil.copyfile(path.with_suffix(".out"), output.with_suffix(".out"))
+    return {**chosen, "elapsed_all": [r["elapsed"] for r, _ in runs]}
+
+
+def _spread(runs: list[float] | None) -> float | None:
+    """Largest deviation of the repeats from their median [fraction], or None for one run."""
+    if not runs:
+        return None
+    median = statistics.median(runs)
+    return max(abs(t / median - 1) for t in runs)
+
+
 def payload_bytes(report: dict[str, Any]) -> float:
     """Bytes the nodes' links carried above their Ethernet, IP and TCP headers [B]: the kernel's
     counters less ``HEADER_BYTES`` per frame (a frame without payload, an acknowledgement, counts 0)."""
@@ -68,10 +98,13 @@ def payload_bytes(report: dict[str, Any]) -> float:
 def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth: str | float,
                     strategies: Sequence[str] = ("scotch",), switch_size: int | None = None,
                     uplink: str | float | None = None, nprocs: int | None = None, mpi: str = "openmpi",
-                    workdir: str | Path | None = None, seed: int = 0, timeout: float = 600) -> list[dict[str, Any]]:
+                    workdir: str | Path | None = None, seed: int = 0, timeout: float = 600,
+                    repeats: int = 1) -> list[dict[str, Any]]:
     """Profile ``program`` under block placement on a testbed; for each of ``strategies`` place it,
     predict (``perfkit.placement.predict.predict_placement`` with the testbed's links described),
-    re-run it with the launch file ``perfkit place`` writes; one row of predicted against measured each."""
+    re-run it with the launch file ``perfkit place`` writes; one row of predicted against measured each.
+    With ``repeats`` > 1 the profile and each re-run are repeated and the median run of each is used
+    (``repeated_run``)."""
     nprocs = nprocs or nodes * cores
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perfkit-loop-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -82,18 +115,19 @@ def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth
     fmt, flag = LAUNCH_FILE[mpi]
     rows = []
     with Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size, uplink=up) as tb:
-        before = profiled_run(tb, mpi_launch(mpi, nprocs, program), work / "before.mpinside", timeout)
+        before = repeated_run(tb, mpi_launch(mpi, nprocs, program), work / "before.mpinside", timeout, repeats)
         for strategy in strategies:
             placement = place(before["profile"], topology, strategy=strategy, seed=seed)
             prediction = predict_placement(before["profile"], placement, network)
             launch_file = work / f"{strategy}.{fmt}"
             placement.write(fmt, launch_file)
-            after = profiled_run(tb, mpi_launch(mpi, nprocs, program, (flag, str(launch_file))),
-                                  work / f"{strategy}.mpinside", timeout)
+            after = repeated_run(tb, mpi_launch(mpi, nprocs, program, (flag, str(launch_file))),
+                                 work / f"{strategy}.mpinside", timeout, repeats)
             rows.append({"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "switch_size": switch_size,
                          "strategy": strategy, "mpi": mpi, "elapsed_before_measured": before["elapsed"],
                          "wire_bytes_before": before["wire_bytes"], "loop_before_s": before["loop_s"],
                          "loop_after_s": after["loop_s"], "kept_block": bool(placement.info.get("kept_block", False)),
+                         **_repeats(before, after),
                          **prediction.compare(after["elapsed"], after["payload_bytes"]),
                          "prediction": prediction.as_dict(), "profiles": [str(work / "before.mpinside"),
                                                                           str(work / f"{strategy}.mpinside")]})
@@ -102,9 +136,10 @@ def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth
 
 def faster_network(program: Sequence[str], *, nodes: int, cores: int, bandwidth: str | float, k: float,
                    switch_size: int | None = None, nprocs: int | None = None, mpi: str = "openmpi",
-                   workdir: str | Path | None = None, timeout: float = 600) -> dict[str, Any]:
+                   workdir: str | Path | None = None, timeout: float = 600, repeats: int = 1) -> dict[str, Any]:
     """Profile ``program`` on links at ``bandwidth``, predict its run on links ``k`` times faster
-    (``predict_network``), re-run it on such a testbed and return predicted against measured."""
+    (``predict_network``), re-run it on such a testbed and return predicted against measured (median
+    runs of ``repeats`` each, as ``place_and_rerun``)."""
     nprocs = nprocs or nodes * cores
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perfkit-loop-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -112,20 +147,27 @@ def faster_network(program: Sequence[str], *, nodes: int, cores: int, bandwidth:
     network = Network.described(rate, uplink_bit_s=rate if switch_size else None)
     topology = Topology(nodes=nodes, cores=cores, switch_size=switch_size)
     with Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size) as tb:
-        before = profiled_run(tb, mpi_launch(mpi, nprocs, program), work / "before.mpinside", timeout)
+        before = repeated_run(tb, mpi_launch(mpi, nprocs, program), work / "before.mpinside", timeout, repeats)
     prediction = predict_network(before["profile"], k, network, topology)
     with Testbed(nodes, cores, bandwidth=rate * k, switch_size=switch_size) as tb:
-        after = profiled_run(tb, mpi_launch(mpi, nprocs, program), work / "after.mpinside", timeout)
+        after = repeated_run(tb, mpi_launch(mpi, nprocs, program), work / "after.mpinside", timeout, repeats)
     return {"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "k": k, "switch_size": switch_size,
             "mpi": mpi, "elapsed_before_measured": before["elapsed"], "loop_before_s": before["loop_s"],
+            **_repeats(before, after),
             "loop_after_s": after["loop_s"], **prediction.compare(after["elapsed"], after["payload_bytes"]),
             "prediction": prediction.as_dict(), "profiles": [str(work / "before.mpinside"),
                                                              str(work / "after.mpinside")]}
 
 
+def _repeats(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The repeats' elapsed times [s] and spreads of a row (None with one run each)."""
+    return {"elapsed_before_all": before["elapsed_all"], "elapsed_after_all": after["elapsed_all"],
+            "spread_before": _spread(before["elapsed_all"]), "spread_after": _spread(after["elapsed_all"])}
+
+
 def balance(*, nodes: int, cores: int, bandwidth: str | float = "200mbit", steps: int = 20, step_s: float = 0.02,
             extra_s: float = 0.02, late_rank: int = 0, workdir: str | Path | None = None,
-            timeout: float = 600) -> dict[str, Any]:
+            timeout: float = 600, repeats: int = 1) -> dict[str, Any]:
     """The lab's static imbalance (``late_rank`` computes ``extra_s`` more each step) profiled on a testbed,
     ``whatif(profile, "balance")`` predicted, and the same total compute run balanced (every rank
     ``step_s + extra_s / nprocs``) measured. Elapsed is compared as the saving: measured run time
@@ -141,9 +183,9 @@ def balance(*, nodes: int, cores: int, bandwidth: str | float = "200mbit", steps
     with Testbed(nodes, cores, bandwidth=bandwidth) as tb:
         skewed = launch_command("static_imbalance", nprocs, step_seconds=step_s, extra_seconds=extra_s,
                                 late_rank=late_rank, **common)
-        before = profiled_run(tb, skewed, work / "before.mpinside", timeout)
+        before = repeated_run(tb, skewed, work / "before.mpinside", timeout, repeats)
         even = launch_command("balanced", nprocs, step_seconds=step_s + extra_s / nprocs, **common)
-        after = profiled_run(tb, even, work / "after.mpinside", timeout)
+        after = repeated_run(tb, even, work / "after.mpinside", timeout, repeats)
     result = whatif(before["profile"], "balance").isel(run=0)
     whole = float(result["elapsed_before"])
     savings = [whole - whole / float(result[name]) for name in ("speedup", "speedup_low", "speedup_high")]
@@ -155,5 +197,5 @@ def balance(*, nodes: int, cores: int, bandwidth: str | float = "200mbit", steps
             "elapsed_high": high, "elapsed_measured": measured, "elapsed_error_pct": 100 * (point / measured - 1),
             "in_interval": bool(low <= measured <= high), "bytes_predicted": before["payload_bytes"],
             "bytes_measured": after["payload_bytes"],
-            "bytes_error_pct": 100 * (before["payload_bytes"] / after["payload_bytes"] - 1),
+            "bytes_error_pct": 100 * (before["payload_bytes"] / after["payload_bytes"] - 1), **_repeats(before, after),
             "profiles": [str(work / "before.mpinside"), str(work / "after.mpinside")]}
