@@ -19,15 +19,17 @@ late-sender or collective wait means ranks arrive late (waiting, not moving data
 common observations of scaling studies: the communication share rising with scale,
 MPI_Allreduce / MPI_Bcast dominating MPI time, and small, latency-bound messages.
 
-Every finding has the run, a ``category``, a ``title``, a ``text`` with the numbers, ranks and
-functions behind it, ``seconds`` (time at stake per rank [s]: what the cause costs the elapsed
-time at most), ``share`` (seconds / elapsed) and ``severity`` (high >= 10 % of elapsed, medium
->= 3 %, else low).
+Every finding has the run, a ``category``, a ``title``, a ``lead`` (one sentence of at most
+``LEAD_CHARS`` characters: what was found, with its main number), ``details`` (the numbers, ranks
+and functions behind it), ``caveats`` (keys of ``CAVEATS``, the limits shared by several findings,
+said once by a report; space-separated), ``text`` (lead, details and the caveats' sentences),
+``seconds`` (time at stake per rank [s]: what the cause costs the elapsed time at most), ``share``
+(seconds / elapsed) and ``severity`` (high >= 10 % of elapsed, medium >= 3 %, else low). Numbers
+are written by ``perfkit.text``: a unit that fits, never NaN or an exponent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,13 +37,18 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit import text as fmt
 from perfkit.analysis.cube import evaluate, nan_sum, per_rank, with_loaded_coords
 from perfkit.analysis.imbalance import by_node, mpi_share, rank_values, size_summary, slow_ranks, stats_over_ranks
 from perfkit.analysis.phases import call_phases, has_phases, late_rank_list, phase_excess, send_chain
 from perfkit.analysis.pop import pop_from_parts, startup_per_rank
 from perfkit.analysis.waits import WAIT_KINDS, call_wait_share, split_and_breakdown
 
-COLUMNS = ["run", "category", "title", "text", "seconds", "share", "severity"]
+COLUMNS = ["run", "category", "title", "lead", "details", "caveats", "text", "seconds", "share", "severity"]
+#: Ranks as contiguous ranges (``0-3, 7``).
+format_ranks = fmt.rank_ranges
+#: The longest lead sentence [characters].
+LEAD_CHARS = 200
 HIGH, MEDIUM = 0.10, 0.03
 #: A call whose wait share is at least this is reported as a wait problem.
 WAIT_SHARE = 0.5
@@ -63,6 +70,14 @@ UNKNOWN_CAUSES = ("serialisation (ranks waiting on each other in turn, as in a p
                   "ranks sharing cores, or the network (transfers that vary)")
 TELL_APART = ("a profile holds per-rank totals and cannot tell them apart; a trace (per-step times per rank) "
               "can, and `perfkit collect --slt` measures the waits")
+#: Limits several findings share: a report says each once, a finding names it by key in ``caveats``.
+CAVEATS = {
+    "cannot_tell": f"Waits the compute totals do not explain could be {UNKNOWN_CAUSES}: {TELL_APART}.",
+    "estimated": ("Waits marked modelled are estimated by the wait split (the fastest rank's time in a call is "
+                  "transfer, the rest waiting); measured waits (`perfkit collect --slt --collective-wait`) make "
+                  "them exact."),
+    "perfect_network": "A perfect interconnect removes at most the transfer time; the waits remain.",
+}
 
 
 @dataclass(frozen=True)
@@ -81,19 +96,6 @@ class _Context:
     transfer_calls: np.ndarray  #: calls of transfer functions per run and rank
 
 
-def format_ranks(ranks: Iterable[int], limit: int = 6) -> str:
-    """Ranks as contiguous ranges, e.g. ``0-3, 7, 9-12``; more than ``limit`` ranges are cut."""
-    values = np.unique(np.asarray(list(ranks), dtype=np.int64))
-    if values.size == 0:
-        return "none"
-    breaks = np.flatnonzero(np.diff(values) != 1)
-    starts = values[np.r_[0, breaks + 1]]
-    ends = values[np.r_[breaks, values.size - 1]]
-    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in zip(starts, ends)]
-    more = len(parts) - limit
-    return ", ".join(parts[:limit]) + (f" and {more} more ranges" if more > 0 else "")
-
-
 def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     """Findings for ``run`` (or every run, plus trends across runs), most time at stake first.
 
@@ -102,10 +104,7 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     runs = [run] if run is not None else [str(r) for r in ds["run"].values]
     measured = ds["profile"].sel(run=runs, metric="time").notnull().any(("rank", "function")).values
     empty = [r for r, ok in zip(runs, measured) if not ok]
-    rows: list[dict[str, Any]] = [
-        _row(r, "empty", "No measured values", f"Run {r} holds no measured time on any rank or function: there "
-             "is nothing to diagnose (a reader that found no data, or a run that never reached its profile).", 0.0)
-        for r in empty]
+    rows: list[dict[str, Any]] = [_empty_finding(ds, r) for r in empty]
     runs = [r for r in runs if r not in empty]
     if not runs:
         return pd.DataFrame(rows, columns=COLUMNS).assign(share=np.nan, severity="info")
@@ -153,8 +152,30 @@ def _rank_sums(ds: xr.Dataset) -> Any:
     return per_rank(ds, sums, ["time", "bytes_sent", "bytes_recv", "calls"])
 
 
-def _row(run: str, category: str, title: str, text: str, seconds: float) -> dict[str, Any]:
-    return {"run": run, "category": category, "title": title, "text": text, "seconds": float(seconds)}
+def _row(run: str, category: str, title: str, lead: str, details: str, seconds: float,
+         caveats: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One finding; ``text`` is the lead, the details and the sentences of ``caveats`` (keys of ``CAVEATS``)."""
+    return {"run": run, "category": category, "title": title, "lead": lead, "details": details,
+            "caveats": " ".join(caveats), "text": fmt.sentences(lead, details, *(CAVEATS[c] for c in caveats)),
+            "seconds": float(seconds)}
+
+
+def _empty_finding(ds: xr.Dataset, run: str) -> dict[str, Any]:
+    """A run without measured time: what a concise mpiP report states over ranks instead, or nothing."""
+    stated = ds["mpi_pct"].sel(run=run).item() if "mpi_pct" in ds else np.nan
+    if not np.isfinite(stated):
+        return _row(run, "empty", "No measured values", f"Run {run} holds no measured time on any rank or function: "
+                    "there is nothing to diagnose.", "A reader found no data, or the run never reached its profile.",
+                    0.0)
+    task = ds["task_time"].sel(run=run) if "task_time" in ds else None
+    details = "Per-rank times are not in a concise report (mpiP -c): load balance and the split of the loss need " \
+              "a verbose one."
+    if task is not None and {"app", "mpi"} <= set(map(str, task["task_metric"].values)):
+        mpi, app = (float(task.sel(task_metric=m, task_stat="mean")) for m in ("mpi", "app"))
+        if np.isfinite(mpi) and np.isfinite(app):
+            details = f"Mean MPI time {fmt.seconds(mpi)} of {fmt.seconds(app)} per rank. " + details
+    lead = f"MPI takes {fmt.percent(stated / 100)} of the aggregate time, as the concise mpiP report states it."
+    return _row(run, "mpi_share", "Where MPI time goes (concise report)", lead, details, 0.0)
 
 
 def _wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
@@ -169,9 +190,10 @@ def _wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
         flagged = (ratio[i] >= WAIT_SHARE) & (mean_wait[i] > 0.01 * context.elapsed[run])
         for j in np.flatnonzero(flagged):
             call, kind = str(calls[j]), str(kinds[j])
-            text = (_wait_text(call, kind, ratio[i, j], mean_wait[i, j], bool(estimated[i, j]))
-                    + _compute_link(waits[i, :, j], compute[i], context.pop.isel(run=i)))
-            rows.append(_row(run, kind, f"{call}: {_wait_name(kind)}", text, mean_wait[i, j]))
+            lead, details = _wait_text(call, kind, ratio[i, j], mean_wait[i, j], bool(estimated[i, j]))
+            details = fmt.sentences(details, _compute_link(waits[i, :, j], compute[i], context.pop.isel(run=i)))
+            rows.append(_row(run, kind, f"{call}: {_wait_name(kind)}", lead, details, mean_wait[i, j],
+                             ("estimated",) if estimated[i, j] else ()))
     return rows
 
 
@@ -181,14 +203,17 @@ def _wait_name(kind: str) -> str:
                                                                                                  "late-sender wait")
 
 
-def _wait_text(call: str, kind: str, share: float, mean_wait: float, estimated: bool) -> str:
-    """Sentence on a call's wait: its share of the call's time [0-1] and mean per rank [s]."""
-    how = "estimated from per-call time above the fastest rank" if estimated else "measured"
+def _wait_text(call: str, kind: str, share: float, mean_wait: float, estimated: bool) -> tuple[str, str]:
+    """Lead and details on a call's wait: its share of the call's time [0-1] and mean per rank [s]."""
+    how = "modelled" if estimated else "measured"
     causes = {"wait_collective": "ranks arrive late at the collective",
               "wait_late_receiver": "the matching receives are posted late"}
     cause = causes.get(kind, "the matching sends are posted late")
-    return (f"{100 * float(share):.0f}% of {call} time is {_wait_name(kind)} ({how}): {cause}, time spent "
-            f"waiting, not moving data; {float(mean_wait):.3g} s per rank on average.")
+    lead = (f"{fmt.percent(share)} of {call} time is {_wait_name(kind)} ({how}), "
+            f"{fmt.seconds(mean_wait)} per rank on average.")
+    details = (f"It is time spent waiting, not moving data: {cause}"
+               + (", estimated from the time above the fastest rank's in the call." if estimated else "."))
+    return lead, details
 
 
 def _compute_link(wait: np.ndarray, work: np.ndarray, pop: xr.Dataset) -> str:
@@ -207,13 +232,13 @@ def _compute_link(wait: np.ndarray, work: np.ndarray, pop: xr.Dataset) -> str:
     explained = float(pop["useful_max"] - pop["useful_mean"])
     unexplained = float(pop["ideal_elapsed"] - pop["useful_max"])
     if balance >= BALANCED:
-        return (f" Ranks that compute more wait less (correlation {r:.2f}), but compute is balanced (load balance "
-                f"{balance:.2f}, measured): the compute differences ({explained:.3g} s, max - mean) cannot explain "
-                "this waiting; it is not load imbalance (see the finding on unexplained waits).")
-    text = (f" Ranks that compute more wait less (correlation {r:.2f}): load imbalance (load balance {balance:.2f}, "
-            f"measured) accounts for {explained:.3g} s per rank of the run's waiting (max - mean compute)")
+        return (f"Ranks that compute more wait less (correlation {r:.2f}), but compute is balanced (load balance "
+                f"{balance:.2f}, measured): the compute differences ({fmt.seconds(explained)}, max - mean) cannot "
+                "explain this waiting; it is not load imbalance (see the finding on unexplained waits).")
+    text = (f"Ranks that compute more wait less (correlation {r:.2f}): load imbalance (load balance {balance:.2f}, "
+            f"measured) accounts for {fmt.seconds(explained)} per rank of the run's waiting (max - mean compute)")
     if unexplained > 0.25 * max(explained, 1e-300):
-        text += f"; {unexplained:.3g} s more is not explained by it (see the finding on unexplained waits)"
+        text += f"; {fmt.seconds(unexplained)} more is not explained by it (see the finding on unexplained waits)"
     return text + "."
 
 
@@ -231,22 +256,23 @@ def _imbalance_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
         s = {name: float(values[i]) for name, values in columns.items()}
         if not np.isfinite(s["imbalance_time"]) or s["imbalance_time"] <= 0 or s["load_balance"] >= BALANCED:
             continue
-        text = (f"Load balance {s['load_balance']:.2f} (mean/max compute time per rank, measured): the busiest rank "
-                f"{int(s['rank_of_max'])} computes {s['max']:.3g} s against a mean of {s['mean']:.3g} s "
-                f"({100 * (s['max_over_mean'] - 1):.0f}% above).")
+        lead = (f"Load balance {s['load_balance']:.2f} (measured): rank {int(s['rank_of_max'])} computes "
+                f"{fmt.seconds(s['max'])} against a mean of {fmt.seconds(s['mean'])} "
+                f"({fmt.percent(s['max_over_mean'] - 1)} above).")
+        details = "Load balance is the mean over the maximum of compute time per rank."
         slow = slow_ranks(ds, run, threshold=SLOW_RANK, values=context.compute)
-        if len(slow):
-            text += _slow_rank_text(slow, int(context.ranks[run]))
-        rows.append(_row(run, "load_imbalance", "Compute load imbalance", text, s["imbalance_time"]))
+        if len(slow) and set(slow["rank"]) != {int(s["rank_of_max"])}:
+            details = fmt.sentences(details, _slow_rank_text(slow, int(context.ranks[run])))
+        rows.append(_row(run, "load_imbalance", "Compute load imbalance", lead, details, s["imbalance_time"]))
     return rows
 
 
 def _slow_rank_text(slow: pd.DataFrame, n_ranks: int) -> str:
     """Sentence naming the slow ranks (``slow_ranks`` table) of a run of ``n_ranks`` ranks."""
-    low, high = 100 * slow["excess"].min(), 100 * slow["excess"].max()
-    spread = f"{high:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
-    return (f" Compute time of ranks {format_ranks(slow['rank'])} is {spread} above the mean "
-            f"({len(slow)} of {n_ranks} ranks).")
+    low, high = fmt.percent(slow["excess"].min()), fmt.percent(slow["excess"].max())
+    spread = high if low == high else f"{low[:-1]}-{high}"
+    return (f"Compute time of {fmt.ranks(slow['rank'])} is {spread} above the mean "
+            f"({len(slow)} of {fmt.plural(n_ranks, 'rank')}).")
 
 
 def _node_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
@@ -255,11 +281,12 @@ def _node_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     slow = nodes[(nodes["floor_excess"] > SLOW_NODE) & (nodes["n_ranks"] > 1)]
     rows = []
     for rec in slow.itertuples():
-        ranks = format_ranks(range(int(rec.first_rank), int(rec.last_rank) + 1))
-        text = (f"Node {int(rec.node)} (ranks {ranks}) is uniformly slow: even its fastest rank computes "
-                f"{100 * rec.floor_excess:.0f}% more than the typical node's fastest, its mean compute is "
-                f"{100 * rec.excess:+.0f}% against the mean. Check that node (clock, memory, OS noise).")
-        rows.append(_row(str(rec.run), "slow_node", f"Slow node {int(rec.node)}", text,
+        ranks = fmt.ranks(range(int(rec.first_rank), int(rec.last_rank) + 1))
+        lead = (f"Node {int(rec.node)} ({ranks}) is uniformly slow: even its fastest rank computes "
+                f"{fmt.percent(rec.floor_excess)} more than the typical node's fastest.")
+        details = (f"Its mean compute is {fmt.percent(rec.excess, signed=True)} against the mean. Check that node "
+                   "(clock, memory, OS noise).")
+        rows.append(_row(str(rec.run), "slow_node", f"Slow node {int(rec.node)}", lead, details,
                          rec.max - rec.max / (1 + rec.floor_excess)))
     return rows
 
@@ -278,20 +305,19 @@ def _transfer_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]
         efficiency, how = float(pop["transfer_efficiency"][i]), _evidence(pop, i, "transfer_efficiency")
         lost = float(pop["elapsed"][i] - pop["ideal_elapsed"][i])
         seconds = lost if np.isfinite(lost) else float(np.fmin.reduce(t))
-        text = (f"Transfer efficiency {efficiency:.2f} ({how}): moving data (including MPI overhead) takes "
-                f"{float(np.nanmean(t)):.3g} s per rank on average (at most {most:.3g} s, rank "
-                f"{int(ranks[np.nanargmax(t)])}); the run would be about {seconds:.3g} s shorter on an ideal network. "
-                "A perfect interconnect would remove at most the transfer time; waits would remain.")
-        rows.append(_row(run, "transfer", "Network transfer time", text, max(seconds, 0.0)))
+        lead = (f"Transfer efficiency {efficiency:.2f} ({how}): the run would be about "
+                f"{fmt.seconds(max(seconds, 0.0))} shorter on an ideal network.")
+        details = (f"Moving data (including MPI overhead) takes {fmt.seconds(float(np.nanmean(t)))} per rank on "
+                   f"average, at most {fmt.seconds(most)} on rank {int(ranks[np.nanargmax(t)])}.")
+        caveats = ("perfect_network", "estimated") if how == "modelled" else ("perfect_network",)
+        rows.append(_row(run, "transfer", "Network transfer time", lead, details, max(seconds, 0.0), caveats))
     return rows
 
 
 def _evidence(pop: xr.Dataset, i: int, name: str) -> str:
-    """``measured`` / ``modelled`` / ``unavailable`` of efficiency ``name`` in run ``i``, with a short why."""
-    source = str(pop["evidence"].isel(run=i).sel(efficiency=name).item())
-    if source == "modelled":
-        return "modelled: waits estimated by the wait split"
-    return source
+    """``measured`` / ``modelled`` / ``unavailable`` of efficiency ``name`` in run ``i`` (``CAVEATS['estimated']``
+    says what modelled means)."""
+    return str(pop["evidence"].isel(run=i).sel(efficiency=name).item())
 
 
 def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
@@ -307,66 +333,83 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
         if not np.isfinite(v["parallel_efficiency"]):
             continue
         lost = elapsed * (1 - v["parallel_efficiency"])
+        efficiency = f"Parallel efficiency {v['parallel_efficiency']:.2f}"
+        not_compute = f"{fmt.seconds(lost)} of {fmt.seconds(elapsed)} per rank is not compute"
         if not np.isfinite(v["load_balance"]):
             note = str(pop["note"].isel(run=i).sel(efficiency="load_balance").item())
-            text = (f"Parallel efficiency {v['parallel_efficiency']:.2f} (measured, {_stated(pop, i)}): {lost:.3g} s "
-                    f"of {elapsed:.3g} s is not compute. Load balance and the split of the loss are unavailable: "
-                    f"{note}. A verbose report (per-rank times) would give them.")
-            rows.append(_row(run, "efficiency", f"Parallel efficiency {v['parallel_efficiency']:.2f}", text, lost))
+            lead = f"{efficiency} (measured): {not_compute}; the split of the loss is unavailable."
+            details = (f"Parallel efficiency is {_stated(pop, i)}. Load balance is unavailable: {note}. A verbose "
+                       "report (per-rank times) would give it.")
+            rows.append(_row(run, "efficiency", efficiency, lead, details, lost))
             continue
         network = _evidence(pop, i, "serialisation_efficiency")
         losses = {name: max(seconds, 0.0) for name, seconds in
                   {"load imbalance": top - mean, "unexplained waits": ideal - top, "transfer": elapsed - ideal}.items()}
-        text = (f"Parallel efficiency {v['parallel_efficiency']:.2f} = load balance {v['load_balance']:.2f} (measured)"
-                f" x communication efficiency {v['communication_efficiency']:.2f} (measured) = serialisation "
-                f"{v['serialisation_efficiency']:.2f} x transfer {v['transfer_efficiency']:.2f} ({network}). Of "
-                f"{lost:.3g} s per rank not spent computing (elapsed {elapsed:.3g} s, mean compute {mean:.3g} s): "
-                + ", ".join(f"{name} {seconds:.3g} s" for name, seconds in losses.items()) + ". ")
         largest = max(losses, key=lambda k: losses[k])
+        details = (f"{efficiency} = load balance {v['load_balance']:.2f} (measured) x communication efficiency "
+                   f"{v['communication_efficiency']:.2f} (measured); communication efficiency = serialisation "
+                   f"{v['serialisation_efficiency']:.2f} x transfer {v['transfer_efficiency']:.2f} ({network}). "
+                   f"Of {fmt.seconds(lost)} per rank not spent computing (elapsed {fmt.seconds(elapsed)}, mean compute "
+                   f"{fmt.seconds(mean)}): " + ", ".join(f"{name} {fmt.seconds(seconds)}"
+                                                        for name, seconds in losses.items()) + ".")
+        caveats: tuple[str, ...] = ("estimated",) if network == "modelled" else ()
+        waiting = f"{fmt.seconds(losses['unexplained waits'])} of waiting"
         if v["parallel_efficiency"] >= EFFICIENT:
             title = f"Efficient: parallel efficiency {v['parallel_efficiency']:.2f}"
-            text += (f"No loss is worth pursuing (less than {100 * (1 - EFFICIENT):.0f}% of the elapsed time); "
-                     f"compute is {'balanced' if v['load_balance'] >= BALANCED else 'nearly balanced'}.")
+            lead = f"{efficiency}: {not_compute}, no loss worth pursuing."
+            details += (f" Less than {fmt.percent(1 - EFFICIENT)} of the elapsed time is lost; compute is "
+                        f"{'balanced' if v['load_balance'] >= BALANCED else 'nearly balanced'}.")
         elif largest == "load imbalance":
             title = f"Largest loss: load imbalance (load balance {v['load_balance']:.2f})"
-            text += _largest_imbalance(ds, context, run)
+            lead = (f"{efficiency}: {not_compute}; the largest loss is load imbalance, "
+                    f"{fmt.seconds(losses[largest])}.")
+            details = fmt.sentences(details, _largest_imbalance(ds, context, run))
         elif largest == "unexplained waits" and (phases := _always_last(context, i)):
             named = ", ".join(f"rank {rank} at {call}" for call, rank, _ in phases)
             title = f"Largest loss: imbalance between phases (last at every call: {named})"
-            text += (f"Largest: {losses[largest]:.3g} s of waiting that the compute totals do not explain (load "
-                     f"balance {v['load_balance']:.2f}), but the measured collective waits do: "
-                     + "; ".join(f"at {call} every rank but {rank} waits ({wait:.3g} s per rank on average) and rank "
-                                 f"{rank} almost never does, so it arrives last every time"
-                                 for call, rank, wait in phases)
-                     + ". The compute before each collective is imbalanced in a different way, which the per-rank "
-                     "totals average out: balance each phase, not the totals.")
+            lead = (f"{efficiency}: {not_compute}; the largest loss, {waiting}, comes from ranks arriving last at "
+                    "collectives.")
+            details += (f" The compute totals do not explain this waiting (load balance {v['load_balance']:.2f}), "
+                        "but the measured collective waits do: "
+                        + "; ".join(f"at {call} every rank but {rank} waits ({fmt.seconds(wait)} per rank on average) "
+                                    f"and rank {rank} almost never does, so it arrives last every time"
+                                    for call, rank, wait in phases)
+                        + ". The compute before each collective is imbalanced in a different way, which the per-rank "
+                        "totals average out: balance each phase, not the totals.")
         elif largest == "unexplained waits" and (causes := _trace_causes(ds, context, i)):
             name, _ = max(causes.items(), key=lambda kv: kv[1])
             title = (f"Largest loss: waits the compute imbalance does not explain (serialisation efficiency "
                      f"{v['serialisation_efficiency']:.2f}); the trace shows {name}")
-            text += (f"Largest: {losses[largest]:.3g} s of waiting that is not load imbalance (compute load balance "
-                     f"{v['load_balance']:.2f}). The trace tells its causes apart: "
-                     + ", ".join(f"{cause} {seconds:.3g} s" for cause, seconds in causes.items())
-                     + " (measured phase by phase; see those findings).")
+            lead = f"{efficiency}: {not_compute}; the largest loss, {waiting}, is mostly {name}."
+            details += (f" This waiting is not load imbalance (compute load balance {v['load_balance']:.2f}). The "
+                        "trace tells its causes apart, measured phase by phase: "
+                        + ", ".join(f"{cause} {fmt.seconds(seconds)}" for cause, seconds in causes.items())
+                        + " (see those findings).")
         elif largest == "unexplained waits":
             title = (f"Largest loss: waits the compute imbalance does not explain (serialisation efficiency "
                      f"{v['serialisation_efficiency']:.2f}); a profile cannot tell their cause")
-            text += (f"Largest: {losses[largest]:.3g} s of waiting that is not load imbalance (compute load balance "
-                     f"{v['load_balance']:.2f}). It could be {UNKNOWN_CAUSES}: {TELL_APART}.")
+            lead = (f"{efficiency}: {not_compute}; the largest loss, {waiting}, is not load imbalance and a profile "
+                    "cannot tell its cause.")
+            details += f" Compute is {'balanced' if v['load_balance'] >= BALANCED else 'imbalanced'} (load balance " \
+                       f"{v['load_balance']:.2f})."
+            caveats = ("cannot_tell", *caveats)
         elif (rate := _transfer_rate(context, i)) is not None and rate[0] < SLOW_TRANSFER:
             title = (f"Largest loss: MPI transfers far too slow for the data moved (transfer efficiency "
                      f"{v['transfer_efficiency']:.2f}); ranks sharing cores or interference, not the network")
-            text += (f"Largest: {losses[largest]:.3g} s lost to transfers, but they take {rate[2]:.3g} s per rank on "
-                     f"average to move {rate[1]:.3g} B ({rate[0] / 1e6:.3g} MB/s, {1e6 * rate[3]:.3g} us per call): "
-                     "no network or shared memory is that slow. Ranks that are not running while their partners "
-                     "wait for them look like this: more ranks than cores (check ranks per node against cores per "
-                     "node) or other load on the nodes. A profile cannot tell which; `top` on a node or fewer "
-                     "ranks per node can.")
+            lead = (f"{efficiency}: {not_compute}; the largest loss is transfer at only {fmt.byterate(rate[0])}, too "
+                    "slow for any network.")
+            details += (f" Transfers take {fmt.seconds(rate[2])} per rank on average to move {fmt.nbytes(rate[1])} "
+                        f"({fmt.byterate(rate[0])}, {fmt.seconds(rate[3])} per call): no network or shared memory is "
+                        "that slow. Ranks that are not running while their partners wait for them look like this: "
+                        "more ranks than cores (check ranks per node against cores per node) or other load on the "
+                        "nodes. A profile cannot tell which; `top` on a node or fewer ranks per node can.")
         else:
             title = f"Largest loss: transfer (transfer efficiency {v['transfer_efficiency']:.2f})"
-            text += ("Largest: moving data. A faster network, fewer or larger messages, or a placement that keeps "
-                     "partners on a node would help; waits would remain.")
-        rows.append(_row(run, "efficiency", title, text, lost))
+            lead = f"{efficiency}: {not_compute}; the largest loss is moving data, {fmt.seconds(losses[largest])}."
+            details += (" A faster network, fewer or larger messages, or a placement that keeps partners on a node "
+                        "would help.")
+            caveats = ("perfect_network", *caveats)
+        rows.append(_row(run, "efficiency", title, lead, details, lost, caveats))
     return rows
 
 
@@ -416,12 +459,8 @@ def _largest_imbalance(ds: xr.Dataset, context: _Context, run: str) -> str:
     compute = context.compute.sel(run=run)
     busiest = int(compute["rank"].values[int(np.nanargmax(compute.values))])
     slow = slow_ranks(ds, run, threshold=SLOW_RANK, values=context.compute)
-    text = f"Largest: load imbalance; rank {busiest} computes most"
-    if len(slow):
-        text += _slow_rank_text(slow, int(context.ranks[run])).replace(" Compute time of", "; compute time of")
-    else:
-        text += "."
-    return text
+    return fmt.sentences(f"Rank {busiest} computes most.",
+                         _slow_rank_text(slow, int(context.ranks[run])) if len(slow) else "")
 
 
 def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
@@ -439,22 +478,24 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
         own = parts.isel(run=i).sel(rank=busiest)
         waited = float(own.sel(kind=list(WAIT_KINDS)).sum())
         startup = float(context.startup[i][compute["rank"].values == busiest][0])
-        other = float(own.sel(kind=["io", "other"]).sum()) - startup
+        other = max(float(own.sel(kind=["io", "other"]).sum()) - startup, 0.0)
         how = _evidence(pop, i, "serialisation_efficiency")
-        text = (f"Serialisation efficiency {float(pop['serialisation_efficiency'][i]):.2f} ({how}): on an ideal "
-                f"network the run would still take {ideal:.3g} s while no rank computes more than {top:.3g} s; rank "
-                f"{busiest}, which computes most, still waits {waited:.3g} s and spends {other:.3g} s in I/O and "
-                f"other calls (start-up left out). These {seconds:.3g} s are not load imbalance (that is max - mean "
-                f"compute, {top - float(pop['useful_mean'][i]):.3g} s). ")
+        lead = (f"Serialisation efficiency {float(pop['serialisation_efficiency'][i]):.2f} ({how}): "
+                f"{fmt.seconds(seconds)} per rank of waiting is not load imbalance.")
+        details = (f"On an ideal network the run would still take {fmt.seconds(ideal)} while no rank computes more "
+                   f"than {fmt.seconds(top)}; rank {busiest}, which computes most, still waits {fmt.seconds(waited)} "
+                   f"and spends {fmt.seconds(other)} in I/O and other calls (start-up left out). Load imbalance is "
+                   f"max - mean compute, {fmt.seconds(top - float(pop['useful_mean'][i]))}.")
         causes = _trace_causes(ds, context, i)
+        caveats: tuple[str, ...] = () if causes else ("cannot_tell",)
         if causes:
-            text += ("The trace tells them apart: " + ", ".join(f"{cause} {s:.3g} s" for cause, s in causes.items())
-                     + " (see those findings).")
-        else:
-            text += f"They could be {UNKNOWN_CAUSES}: {TELL_APART}."
-        if how != "measured":
-            text += " The waits here are estimated; measured waits would make this number exact."
-        rows.append(_row(run, "unexplained_wait", "Waits the compute imbalance does not explain", text, seconds))
+            details += (" The trace tells the causes apart: "
+                        + ", ".join(f"{cause} {fmt.seconds(s)}" for cause, s in causes.items())
+                        + " (see those findings).")
+        if how == "modelled":
+            caveats = (*caveats, "estimated")
+        rows.append(_row(run, "unexplained_wait", "Waits the compute imbalance does not explain", lead, details,
+                         seconds, caveats))
     return rows
 
 
@@ -462,15 +503,17 @@ def _share_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """MPI share of the time and which calls dominate it (Allreduce/Bcast dominance)."""
     rows = []
     for run, calls in context.mpi.groupby("run", sort=False):
-        top = calls.head(2)
+        top = calls[calls["time_share"] > 0].head(2)
         mpi_time = calls["time"].sum() / context.ranks[run]
-        names = " and ".join(f"{c} ({100 * s:.0f}%)" for c, s in zip(top["call"], top["time_share"]))
-        text = (f"MPI takes {100 * calls['elapsed_share'].sum():.0f}% of the time ({mpi_time:.3g} s per rank); "
-                f"{names} account for {100 * top['time_share'].sum():.0f}% of it.")
-        collective = top["call"].isin(["MPI_Allreduce", "MPI_Bcast"]).any()
-        if collective:
-            text += " Collective time like this is usually waiting for the slowest rank, see the wait findings."
-        rows.append(_row(str(run), "mpi_share", "Where MPI time goes", text, mpi_time))
+        lead = f"MPI takes {fmt.percent(calls['elapsed_share'].sum())} of the time, {fmt.seconds(mpi_time)} per rank."
+        details = ""
+        if len(top):
+            names = " and ".join(f"{c} ({fmt.percent(s)})" for c, s in zip(top["call"], top["time_share"]))
+            verb = "accounts" if len(top) == 1 else "account"
+            details = f"{names} {verb} for {fmt.percent(top['time_share'].sum())} of it."
+        if top["call"].isin(["MPI_Allreduce", "MPI_Bcast"]).any():
+            details += " Collective time like this is usually waiting for the slowest rank; see the wait findings."
+        rows.append(_row(str(run), "mpi_share", "Where MPI time goes", lead, details, mpi_time))
     return rows
 
 
@@ -484,11 +527,12 @@ def _size_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
         small = (table["small_share"] * table["messages"]).sum() / table["messages"].sum()
         if small < 0.5:
             continue
-        text = (f"{100 * small:.0f}% of the {int(table['messages'].sum()):,} messages are below 1 KiB: "
-                f"latency, not bandwidth, sets their cost; {table['small_time'].sum() / context.ranks[run]:.3g} s per "
-                "rank is spent in calls with small messages (waits included).")
+        lead = (f"{fmt.percent(small)} of the {fmt.count(table['messages'].sum())} messages are below 1 KiB: "
+                "latency, not bandwidth, sets their cost.")
+        details = (f"{fmt.seconds(table['small_time'].sum() / context.ranks[run])} per rank is spent in calls with "
+                   "small messages, waits included.")
         transfer = float(context.parts["time"].sel(run=run, kind="transfer").mean())
-        rows.append(_row(str(run), "small_messages", "Small messages", text, transfer * small))
+        rows.append(_row(str(run), "small_messages", "Small messages", lead, details, transfer * small))
     return rows
 
 
@@ -505,11 +549,14 @@ def _trend_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     if per_n.iloc[-1] <= per_n.iloc[0] + 0.05:
         return []
     last = runs[runs["nprocs"] == per_n.index[-1]].index[0]
-    steps = ", ".join(f"{100 * s:.0f}% at {int(n)}" for n, s in per_n.items())
-    text = (f"The MPI share of the time rises with scale: {steps} ranks. Communication and waiting, not "
-            "compute, limit strong scaling beyond the smaller runs.")
+    steps = ", ".join(f"{fmt.percent(s)} at {fmt.count(n)}" for n, s in per_n.items())
+    lead = (f"The MPI share of the time rises with scale, from {fmt.percent(per_n.iloc[0])} at "
+            f"{fmt.plural(per_n.index[0], 'rank')} to {fmt.percent(per_n.iloc[-1])} at "
+            f"{fmt.plural(per_n.index[-1], 'rank')}.")
+    details = (f"Per process count: {steps} ranks. Communication and waiting, not compute, limit strong scaling "
+               "beyond the smaller runs.")
     seconds = float(per_n.iloc[-1] - per_n.iloc[0]) * float(context.elapsed[last])
-    return [_row(str(last), "scaling", "Communication share rises with scale", text, seconds)]
+    return [_row(str(last), "scaling", "Communication share rises with scale", lead, details, seconds)]
 
 
 def _trace_causes(ds: xr.Dataset, context: _Context, i: int) -> dict[str, float]:
@@ -555,35 +602,39 @@ def _trace_findings(ds: xr.Dataset, context: _Context, full: xr.Dataset) -> list
             late_in = round(share * n)
             per = total / n
             if phases.static and f"b_{phases.call}" in functions:
-                text = (f"At {phases.call} the other ranks wait for rank {rank}: it computes most before the call in "
-                        f"{late_in} of {n} calls, {per:.3g} s more than the mean each time (measured from the trace), "
-                        f"{total:.3g} s over the run. Balance the compute before {phases.call} (rank {rank}'s share).")
+                lead = (f"At {phases.call} the other ranks wait for rank {rank}: it computes most before the call in "
+                        f"{late_in} of {fmt.plural(n, 'call')}, {fmt.seconds(total)} over the run.")
+                details = (f"It computes {fmt.seconds(per)} more than the mean each time (measured from the trace). "
+                           f"Balance the compute before {phases.call} (rank {rank}'s share).")
                 rows.append(_row(run, "collective_imbalance", f"{phases.call}: rank {rank} late before the collective",
-                                 text, total))
+                                 lead, details, total))
             elif phases.static:
-                text = (f"Rank {rank} computes most in {late_in} of the {n} phases ending in {phases.call}, "
-                        f"{per:.3g} s more than the mean each (measured from the trace): the same rank is late "
-                        f"every time, so balancing the totals balances every phase.")
+                lead = (f"Rank {rank} computes most in {late_in} of the {fmt.plural(n, 'phase')} ending in "
+                        f"{phases.call}, {fmt.seconds(per)} more than the mean each (measured from the trace).")
+                details = "The same rank is late every time, so balancing the totals balances every phase."
                 rows.append(_row(run, "static_imbalance", f"Static imbalance: rank {rank} late in every phase",
-                                 text, total))
+                                 lead, details, total))
             elif (ranks := np.unique(phases.late[phases.late >= 0])).size > 1 and total - static > floor:
-                text = (f"A different rank is late from phase to phase ({ranks.size} ranks take turns): "
-                        f"{late_rank_list(phases)}. Each phase's late rank computes {per:.3g} s more than the mean "
-                        f"on average (measured from the trace), {total:.3g} s over the run, of which the per-rank "
-                        f"totals show only {static:.3g} s (max - mean): balancing the totals would not help; "
-                        "balance each phase (e.g. dynamic load balancing).")
-                rows.append(_row(run, "dynamic_imbalance", f"Dynamic imbalance at {phases.call}", text,
+                lead = (f"At {phases.call} a different rank is late from phase to phase ({ranks.size} ranks take "
+                        f"turns), {fmt.seconds(total)} over the run; the per-rank totals show only "
+                        f"{fmt.seconds(static)}.")
+                details = (f"Late ranks: {late_rank_list(phases)}. Each phase's late rank computes {fmt.seconds(per)} "
+                           "more than the mean on average (measured from the trace); the totals show max - mean "
+                           "compute only, so balancing them would not help: balance each phase (e.g. dynamic load "
+                           "balancing).")
+                rows.append(_row(run, "dynamic_imbalance", f"Dynamic imbalance at {phases.call}", lead, details,
                                  max(total - static, 0.0)))
         serial = _trace_causes(ds, context, i).get("serialisation", 0.0)
         late_sender = float(np.nanmean(ds["wait_states"].sel(run=run, state="late_sender").values))
         if serial > floor and late_sender > 0:
             chain = send_chain(full, run)
-            how = f" Messages flow {' -> '.join(map(str, chain))}." if len(chain) > 2 else ""
-            text = (f"{serial:.3g} s of the waiting is neither load imbalance nor any phase's compute excess: ranks "
-                    f"wait in turn, each for a sender that was itself waiting (a chain of late senders; late-sender "
-                    f"wait {late_sender:.3g} s per rank, measured from the trace).{how} Overlap the work: let ranks "
-                    "compute while others wait (pipelining, wavefront reordering).")
-            rows.append(_row(run, "serialisation", "Serialisation: ranks wait in turn", text, serial))
+            how = f"Messages flow {' -> '.join(map(str, chain))}." if len(chain) > 2 else ""
+            lead = (f"Ranks wait in turn, each for a sender that was itself waiting: {fmt.seconds(serial)} of waiting "
+                    "that is neither load imbalance nor any phase's compute excess.")
+            details = fmt.sentences(f"This is a chain of late senders (late-sender wait {fmt.seconds(late_sender)} per "
+                                    "rank, measured from the trace).", how, "Overlap the work: let ranks compute while "
+                                    "others wait (pipelining, wavefront reordering).")
+            rows.append(_row(run, "serialisation", "Serialisation: ranks wait in turn", lead, details, serial))
     return rows
 
 
@@ -594,8 +645,9 @@ def _late_receiver_findings(ds: xr.Dataset, run: str, floor: float) -> list[dict
     if not mean > floor:
         return []
     ranks = waits.index[waits > 0.1 * float(waits.max())]
-    text = (f"Blocking sends of ranks {format_ranks(ranks)} wait for their receivers to post the receive "
-            f"({mean:.3g} s per rank, at most {float(waits.max()):.3g} s on rank {int(waits.idxmax())}; late "
-            "receiver, measured from the trace): the library did not buffer the message. Post the receives "
-            "earlier or send with MPI_Isend.")
-    return [_row(run, "late_receiver", "Late receivers", text, mean)]
+    verb = "waits" if len(ranks) == 1 else "wait"
+    lead = (f"Blocking sends of {fmt.ranks(ranks)} {verb} for their receivers to post the receive, "
+            f"{fmt.seconds(mean)} per rank (measured from the trace).")
+    details = (f"At most {fmt.seconds(float(waits.max()))}, on rank {int(waits.idxmax())} (late receiver): the "
+               "library did not buffer the message. Post the receives earlier or send with MPI_Isend.")
+    return [_row(run, "late_receiver", "Late receivers", lead, details, mean)]

@@ -100,5 +100,5 @@ def test_late_receiver(tmp_path: Path) -> None:
     ds = perfkit.open_profile(write_trace(tmp_path, Trace(calls, end=10_000)))
     table = diagnose(ds)
     (text,) = table.loc[table["category"] == "late_receiver", "text"]
-    assert "ranks 0 wait" in text
+    assert "rank 0 waits" in text
     np.testing.assert_allclose(table.loc[table["category"] == "late_receiver", "seconds"], 10 * 300e-6 / 2)
