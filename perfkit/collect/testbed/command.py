@@ -24,19 +24,31 @@ See docs/testbed.md.
 """
 
 
+def _positive_int(text: str) -> int:
+    """A count option's value: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
+    return value
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Options of ``perfkit testbed``."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.usage = ("perfkit testbed --nodes N --cores C [--bandwidth RATE] [--latency L] [--switch-size K] "
                     "[--uplink RATE] [--report FILE] -- COMMAND...")
-    parser.add_argument("--nodes", type=int, required=True, help="number of emulated nodes (node000, node001, ...)")
-    parser.add_argument("--cores", type=int, required=True, help="cores (MPI slots) per node")
+    parser.add_argument("--nodes", type=_positive_int, required=True,
+                        help="number of emulated nodes (node000, node001, ...)")
+    parser.add_argument("--cores", type=_positive_int, required=True, help="cores (MPI slots) per node")
     parser.add_argument("--bandwidth", default="200mbit", metavar="RATE",
                         help="each node's link rate, both ways (default 200mbit; e.g. 20mbit, 1gbit)")
     parser.add_argument("--latency", default="0", metavar="L",
                         help="one-way latency node to node (default 0; e.g. 50us, 1ms)")
-    parser.add_argument("--switch-size", type=int, default=None, metavar="K",
+    parser.add_argument("--switch-size", type=_positive_int, default=None, metavar="K",
                         help="nodes per leaf switch (default: all nodes on one switch)")
     parser.add_argument("--uplink", default=None, metavar="RATE",
                         help="each leaf switch's uplink rate (default: --bandwidth)")
@@ -93,17 +105,21 @@ def configure_loop(parser: argparse.ArgumentParser) -> None:
     """Options of ``perfkit loop``."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = LOOP_EPILOG
-    parser.add_argument("--nodes", type=int, required=True, help="emulated nodes")
-    parser.add_argument("--cores", type=int, required=True, help="cores (ranks) per node")
+    parser.add_argument("--nodes", type=_positive_int, required=True, help="emulated nodes")
+    parser.add_argument("--cores", type=_positive_int, required=True, help="cores (ranks) per node")
     parser.add_argument("--bandwidth", default="200mbit", metavar="RATE",
                         help="each node's link rate (default 200mbit)")
-    parser.add_argument("--switch-size", type=int, default=None, metavar="K", help="nodes per leaf switch")
+    parser.add_argument("--switch-size", type=_positive_int, default=None, metavar="K", help="nodes per leaf switch")
     parser.add_argument("--strategy", nargs="+", default=["scotch"],
                         help="placement strategies to try (default scotch)")
     parser.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi", help="launcher (default openmpi)")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for profiles and loop.json")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="time limit per run [s]")
+    parser.add_argument("--runs", type=_positive_int, default=1, metavar="R",
+                        help="run the profile and every re-run R times and use the median run of each "
+                             "(default 1; 3 keeps one noisy run from deciding)")
     parser.add_argument("launch", nargs=argparse.REMAINDER, metavar="PROGRAM", help="the program, after '--'")
+
 
 
 def run_loop(args: argparse.Namespace) -> int:
@@ -123,7 +139,7 @@ def run_loop(args: argparse.Namespace) -> int:
     try:
         rows = place_and_rerun(program, nodes=args.nodes, cores=args.cores, bandwidth=args.bandwidth,
                                strategies=args.strategy, switch_size=args.switch_size, mpi=args.mpi, workdir=out,
-                               timeout=args.timeout)
+                               timeout=args.timeout, repeats=args.runs)
     except KeyboardInterrupt as exc:
         return _stopped("loop", exc)
     (out / "loop.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -181,3 +181,16 @@ def test_without_root_it_says_why(monkeypatch, capsys):
     assert netns.why_unavailable().startswith("the testbed needs root")
     assert main(["testbed", "--nodes", "2", "--cores", "1", "--", "true"]) == 1
     assert "needs root" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["testbed", "--nodes", "0", "--cores", "1"],
+                                  ["testbed", "--nodes", "2", "--cores", "two"],
+                                  ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--runs", "0"],
+                                  ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--switch-size", "-1"]])
+def test_counts_are_checked_before_anything_runs(argv, capsys):
+    from perfkit.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, "--", "true"])
+    assert stopped.value.code == 2
+    assert "expected a whole number" in capsys.readouterr().err
