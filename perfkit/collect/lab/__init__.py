@@ -52,7 +52,8 @@ class LabRun:
     ``truth`` follows from the parameters; ``realised`` is the truth of this very run, from the compute
     intervals the ranks actually had (None when they could not record them: a failed run).
     ``profile`` is None when the program did not reach ``MPI_Finalize`` (then ``message`` says what
-    happened); ``wall_seconds`` [s] is the whole launch, mpirun start-up included.
+    happened); ``wall_seconds`` [s] is the whole launch, mpirun start-up included. ``trace`` is the OTF2
+    archive of a run with ``trace=True`` (None otherwise).
     """
 
     scenario: str
@@ -65,6 +66,7 @@ class LabRun:
     returncode: int
     message: str
     wall_seconds: float
+    trace: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -82,13 +84,15 @@ def scenarios() -> dict[str, str]:
     return {name: sc.description for name, sc in SCENARIOS.items()}
 
 
-def launch_command(scenario: str, nprocs: int, *, record: str | Path | None = None, **params: Any) -> list[str]:
-    """The mpirun command line of ``scenario`` (compiling the program if needed); ``record``: where
-    the ranks write their realised compute intervals (``<record>.<rank>``)."""
+def launch_command(scenario: str, nprocs: int, *, record: str | Path | None = None, launcher: str = "mpirun",
+                   **params: Any) -> list[str]:
+    """The launch command of ``scenario`` (compiling the program if needed, with ``$MPICC`` / ``$MPIFORT``);
+    ``record``: where the ranks write their realised compute intervals (``<record>.<rank>``); ``launcher``:
+    e.g. ``mpiexec.mpich`` for a program built with MPICH's wrappers."""
     sc = get_scenario(scenario)
     p = sc.params(**params)
     exe = binary(sc.language, p.get("interface", "use_mpi"))
-    return mpirun_command(nprocs, [str(exe), *sc.argv(p, str(record) if record else None)])
+    return mpirun_command(nprocs, [str(exe), *sc.argv(p, str(record) if record else None)], launcher=launcher)
 
 
 def _params(sc: Scenario, steps: int | None, step_seconds: float | None, params: dict[str, Any]) -> dict[str, Any]:
@@ -107,13 +111,15 @@ def run(
     workdir: str | Path | None = None,
     timeout: float | None = 120,
     env: Mapping[str, str] | None = None,
+    trace: bool = False,
+    launcher: str = "mpirun",
     **params: Any,
 ) -> LabRun:
     """Run ``scenario`` on ``nprocs`` ranks under the collector; see ``scenarios.py`` for ``params``.
 
     The profile is written to ``<workdir>/<scenario>-np<nprocs>.mpinside`` (a new temporary
     directory when ``workdir`` is None), its truth beside it (``.truth.nc``) and the realised truth
-    too (``.realised.truth.nc``).
+    too (``.realised.truth.nc``); with ``trace`` the OTF2 archive too (``.mpinside.otf2/``).
     """
     from perfkit import open_profile
     from perfkit.collect import collect
@@ -125,18 +131,19 @@ def run(
     wd.mkdir(parents=True, exist_ok=True)
     output = wd / f"{scenario}-np{nprocs}.mpinside"
     record = wd / f"{scenario}-np{nprocs}.compute"
-    launch = launch_command(scenario, nprocs, record=None if sc.fails else record, **p)
+    launch = launch_command(scenario, nprocs, record=None if sc.fails else record, launcher=launcher, **p)
     save_truth(expected, output)
     t0 = time.perf_counter()
     res = collect(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
-                  timeout=timeout, env=env, cwd=wd)
+                  timeout=timeout, env=env, cwd=wd, trace=trace)
     wall = time.perf_counter() - t0
     profile = open_profile(res.output) if res.output is not None else None
     intervals = read_record(record, nprocs) if res.output is not None else None
     realised = truth(scenario, nprocs, realised=intervals, **p) if intervals is not None else None
     if realised is not None:
         save_truth(realised, output.with_name(output.name + ".realised"))
-    return LabRun(scenario, nprocs, p, res.output, profile, expected, realised, res.returncode, res.message, wall)
+    return LabRun(scenario, nprocs, p, res.output, profile, expected, realised, res.returncode, res.message, wall,
+                  res.trace)
 
 
 def run_uninstrumented(
