@@ -17,6 +17,7 @@ import gc
 import json
 import multiprocessing
 import os
+import signal
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -262,7 +263,7 @@ def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterato
         for k, call in enumerate(calls):
             yield k, read_part(*call)
         return
-    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt) as pool:
         pending = {pool.submit(read_part, *call): k for k, call in enumerate(calls)}
         try:
             for future in pool_completed(pending):
@@ -270,6 +271,12 @@ def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterato
         finally:
             for future in pending:
                 future.cancel()
+
+
+def _ignore_interrupt() -> None:
+    """In a reader process: Ctrl-C (sent to the whole terminal's process group) stops the caller, which
+    shuts the pool down; the reader does not print a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _progress(items: Iterable[Any], total: int, show: bool, desc: str, unit: str = "file") -> Iterator[Any]:
