@@ -48,9 +48,9 @@ def check_output(target: str | PathLike, *, overwrite: bool, inputs: Iterable[st
     target = Path(target)
     folder = target.parent
     if not folder.is_dir():
-        raise FileNotFoundError(errno.ENOENT, f"no such folder for {target}", str(folder))
+        raise FileNotFoundError(f"no such folder: {folder} (to write {target.name} in)")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, f"cannot write in the folder of {target}", str(folder))
+        raise PermissionError(f"cannot write in the folder {folder} (to write {target.name} in)")
     for source in inputs:
         source = Path(source)
         if _same(source, target) or target.resolve() in source.resolve().parents:
@@ -58,13 +58,13 @@ def check_output(target: str | PathLike, *, overwrite: bool, inputs: Iterable[st
     if not (target.exists() or target.is_symlink()):
         return target
     if target.is_dir() and not store:
-        raise IsADirectoryError(errno.EISDIR, "the output is a folder, not a file", str(target))
+        raise IsADirectoryError(f"{target} is a folder, not a file; not replaced")
     if store and not target.is_dir():
-        raise FileExistsError(errno.EEXIST, "exists and is not a zarr store; not replaced", str(target))
+        raise FileExistsError(f"{target} exists and is not a zarr store; not replaced")
     if store and not _written_by_perfkit(target):
-        raise FileExistsError(errno.EEXIST, "is a folder perfkit did not write; not replaced", str(target))
+        raise FileExistsError(f"{target} is a folder perfkit did not write; not replaced")
     if not overwrite:
-        raise FileExistsError(errno.EEXIST, f"exists; {option} replaces it", str(target))
+        raise FileExistsError(f"{target} exists; {option} replaces it")
     return target
 
 

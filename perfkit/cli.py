@@ -68,12 +68,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except FileNotFoundError as exc:
-        print(f"perfkit {args.command}: error: {f'no such file: {exc.filename}' if exc.filename else exc}",
-              file=sys.stderr)
+        print(f"perfkit {args.command}: error: {f'no such file: {exc.filename}' if exc.filename else exc}"
+              f"{_notes(exc)}", file=sys.stderr)
         return 1
     except (ValueError, RuntimeError, OSError) as exc:
-        print(f"perfkit {args.command}: error: {exc}", file=sys.stderr)
+        print(f"perfkit {args.command}: error: {exc}{_notes(exc)}", file=sys.stderr)
         return 1
+
+
+def _notes(exc: BaseException) -> str:
+    """The notes added to ``exc`` (e.g. what became of the output), after '; ' on the same line."""
+    return "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
 
 
 @command("info", "Read profiles and print what they hold: runs, ranks, functions, metrics, warnings.")
@@ -106,6 +111,7 @@ def _configure_convert(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("--format", default=None, help="force a format instead of sniffing it")
     parser.add_argument("--metadata", help="JSON file mapping file name -> run metadata (nodes, ppn, ...)")
     parser.add_argument("--append", action="store_true", help="add the runs to an existing .zarr store")
+    parser.add_argument("--force", action="store_true", help="replace an existing output (default: refuse it)")
     parser.add_argument("--workers", type=_number(int, 1), default=None,
                         help="local reader processes (default: one per core for more than 20 files; "
                              "the active dask client's workers when there is one)")
@@ -114,11 +120,28 @@ def _configure_convert(parser: argparse.ArgumentParser) -> Runner:
 
 
 def _run_convert(args: argparse.Namespace) -> int:
+    from perfkit.signals import stopped, stopping
+
+    with stopping():
+        try:
+            return _convert(args)
+        except KeyboardInterrupt as exc:
+            return stopped("convert", exc, f"{args.output} left as it was, temporary files removed")
+
+
+def _convert(args: argparse.Namespace) -> int:
+    import warnings
+
     import perfkit
 
     metadata = _read_metadata(args.metadata) if args.metadata else None
-    output = perfkit.convert(_expand(args.paths), args.output, format=args.format, metadata=metadata,
-                             errors=_quiet(args.errors), append=args.append, workers=args.workers)
+    paths = _expand(args.paths)
+    output = Path(args.output)
+    _check_outputs([(output, output.suffix == ".zarr")], args.force or (args.append and output.exists()), paths)
+    with warnings.catch_warnings():  # the temporaries are swept and reported by _check_outputs
+        warnings.filterwarnings("ignore", "removed .* temporary", perfkit.PerfkitWarning)
+        output = perfkit.convert(paths, output, format=args.format, metadata=metadata, errors=_quiet(args.errors),
+                                 append=args.append, workers=args.workers, overwrite=args.force)
     ds = perfkit.load(output, chunks={})
     _print_refused(ds)
     print(f"wrote {ds.sizes['run']} runs x {ds.sizes['rank']} ranks to {output}", file=sys.stderr)
@@ -130,6 +153,9 @@ def _read_metadata(path: str) -> dict[str, dict[str, Any]]:
     ``ValueError`` naming the file and what is wrong otherwise."""
     import json
 
+    from perfkit.errors import ContractError
+    from perfkit.model import RUN_NUMERIC, run_coords
+
     try:
         data = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
@@ -140,7 +166,32 @@ def _read_metadata(path: str) -> dict[str, dict[str, Any]]:
         where = "holds" if not isinstance(data, dict) else "maps a file name to"
         raise ValueError(f"{path}: --metadata must be a JSON object mapping file name -> {{field: value}}; it {where} "
                          f"a JSON {kinds.get(type(wrong), 'null')}")
+    for name, fields in data.items():  # each entry checked now, before any file is read
+        try:
+            coords = run_coords(**fields)
+        except ContractError as exc:
+            raise ValueError(f"{path}: {name!r}: {exc}") from None
+        wrong = next((f for f in RUN_NUMERIC if f in fields and not 0 <= coords[f] < math.inf), None)  # NaN: False
+        if wrong is not None and fields[wrong] not in (None, ""):
+            raise ValueError(f"{path}: {name!r}: run metadata {wrong}={fields[wrong]!r} must be a finite number >= 0")
     return data
+
+
+def _check_outputs(outputs: Sequence[tuple[Path, bool]], force: bool, inputs: Sequence[Path | str]) -> None:
+    """Refuse the outputs (path, is a zarr store) before any work (see ``perfkit.atomic.check_output``),
+    and sweep the temporaries killed runs left in their folders, saying so."""
+    from perfkit import atomic
+
+    paths = [path for path, _ in outputs]
+    if len({path.resolve() for path in paths}) < len(paths):
+        raise ValueError(f"the same file is given for two outputs: {', '.join(map(str, paths))}")
+    for path, store in outputs:
+        atomic.check_output(path, overwrite=force, inputs=inputs, store=store)
+    for folder in dict.fromkeys(path.parent for path in paths):
+        removed = atomic.sweep(folder)
+        if removed:
+            print(f"perfkit: removed {len(removed)} temporary file(s) left by an earlier run that was stopped: "
+                  f"{', '.join(p.name for p in removed)}", file=sys.stderr)
 
 
 def _errors_option(parser: argparse.ArgumentParser) -> None:
@@ -227,6 +278,7 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
                         help="Scotch load imbalance tolerance (default 0.05)")
     parser.add_argument("--timeout", type=_number(float, 0, above=True), default=300.0, help="Scotch time limit [s]")
     parser.add_argument("-o", "--output", help="launch file to write (default: standard output)")
+    parser.add_argument("--force", action="store_true", help="replace existing output files (default: refuse them)")
     parser.add_argument("--prediction", metavar="FILE",
                         help="write JSON: inter-node bytes and elapsed time [s] before and after (with an interval), "
                              "the network assumed and where each number came from (needs a profile)")
@@ -240,9 +292,27 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
 
 
 def _run_place(args: argparse.Namespace) -> int:
+    from perfkit.signals import stopped, stopping
+
+    with stopping():
+        try:
+            return _place(args)
+        except KeyboardInterrupt as exc:
+            return stopped("place", exc, "no file written, temporary files removed")
+
+
+def _place(args: argparse.Namespace) -> int:
+    from perfkit import atomic
     from perfkit.placement.launch import read_hosts
     from perfkit.placement.strategies import place
     from perfkit.placement.topology import Topology
+
+    outputs = [Path(path) for path in (args.output, args.prediction) if path]
+    inputs = [path for path in (args.matrix, args.hosts) if path]
+    missing = next((path for path in inputs if not Path(path).exists()), None)
+    if missing is not None:
+        raise FileNotFoundError(2, "No such file or directory", missing)
+    _check_outputs([(path, False) for path in outputs], args.force, inputs)
 
     described = {}
     if args.bandwidth is not None:  # the described links replace the default rates of the cost table
@@ -259,21 +329,21 @@ def _run_place(args: argparse.Namespace) -> int:
     placement = place(
         matrix, topology, strategy=args.strategy, seed=args.seed, balance=args.balance, timeout=args.timeout
     )
-    text = placement.write(args.format, args.output, hosts=hosts)
+    text = placement.write(args.format, hosts=hosts)
+    block = place(matrix, topology, strategy="block")
+    prediction = _prediction(args, matrix, placement) if args.prediction else None
     if args.output is None:
         sys.stdout.write(text)
-    block = place(matrix, topology, strategy="block")
+    else:
+        atomic.write_text(args.output, text)
     print(_summary(args.strategy, placement.cost(), block.cost(), placement.info), file=sys.stderr)
-    if args.prediction:
-        _write_prediction(args, matrix, placement)
+    if prediction is not None:
+        _write_prediction(Path(args.prediction), prediction)
     return 0
 
 
-def _write_prediction(args: argparse.Namespace, data: Any, placement: Any) -> None:
-    """``place --prediction FILE``: the prediction of the re-run, as JSON, written atomically."""
-    import json
-    import os
-
+def _prediction(args: argparse.Namespace, data: Any, placement: Any) -> Any:
+    """``place --prediction FILE``: the prediction of the re-run."""
     from perfkit.collect.testbed.spec import parse_rate, parse_time
     from perfkit.placement.network import Network
     from perfkit.placement.predict import predict_placement
@@ -284,12 +354,16 @@ def _write_prediction(args: argparse.Namespace, data: Any, placement: Any) -> No
     if args.bandwidth is not None:
         network = Network.described(parse_rate(args.bandwidth), latency_s=parse_time(args.latency),
                                     uplink_bit_s=parse_rate(args.uplink) if args.uplink else None)
-    prediction = predict_placement(data, placement, network)
-    out = Path(args.prediction)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(prediction.as_dict(), indent=2) + "\n")
-    os.replace(tmp, out)
-    p = prediction
+    return predict_placement(data, placement, network)
+
+
+def _write_prediction(out: Path, p: Any) -> None:
+    """The prediction as JSON, written atomically; its summary on stderr."""
+    import json
+
+    from perfkit import atomic
+
+    atomic.write_text(out, json.dumps(p.as_dict(), indent=2) + "\n")
     print(f"predicted: inter-node bytes {p.inter_node_bytes_before:.4g} -> {p.inter_node_bytes_after:.4g}; elapsed "
           f"{p.elapsed_before:.3f} s -> {p.elapsed_after:.3f} s [{p.elapsed_after_low:.3f}, {p.elapsed_after_high:.3f}]"
           f" (before: {p.placement_before}; network {p.network.sources.get('node_link_Bps', '?')}); "

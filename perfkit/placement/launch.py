@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from perfkit import atomic
 from perfkit.placement.launch_format import FORMATS, check_format, format_positions, host_names
 from perfkit.placement.placement import Placement
 from perfkit.placement.topology import Topology
@@ -53,11 +54,15 @@ def write_launch(
     path: str | PathLike | None = None,
     hosts: Sequence[str] | None = None,
     compact: bool = False,
+    *,
+    overwrite: bool = True,
 ) -> str:
-    """Return the launch file text and write it to ``path`` when given."""
+    """Return the launch file text and write it to ``path`` when given, atomically (a temporary beside it,
+    renamed); ``overwrite=False`` refuses an existing ``path``."""
     text = format_launch(placement, fmt, hosts=hosts, compact=compact)
     if path is not None:
-        Path(path).write_text(text)
+        atomic.check_output(path, overwrite=overwrite, option="overwrite=True")
+        atomic.write_text(path, text)
     return text
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from perfkit import atomic
 from perfkit.placement.cost_model import PlacementCost, placement_cost
 from perfkit.placement.launch_format import format_positions, host_names
 from perfkit.placement.topology import Topology
@@ -84,11 +84,14 @@ class Placement:
             index=pd.RangeIndex(self.nranks, name="rank"),
         )
 
-    def write(self, fmt: str, path: str | PathLike | None = None, hosts: Sequence[str] | None = None) -> str:
-        """Launch file text in ``fmt`` (see ``perfkit.placement.launch.FORMATS``); also written to ``path``."""
+    def write(self, fmt: str, path: str | PathLike | None = None, hosts: Sequence[str] | None = None, *,
+              overwrite: bool = True) -> str:
+        """Launch file text in ``fmt`` (see ``perfkit.placement.launch.FORMATS``); also written to ``path``,
+        atomically (a temporary beside it, renamed). ``overwrite=False`` refuses an existing ``path``."""
         text = format_positions(
             self.node, self.core, self.topology, fmt, hosts=hosts if hosts is not None else self.topology.hosts or None
         )
         if path is not None:
-            Path(path).write_text(text)
+            atomic.check_output(path, overwrite=overwrite, option="overwrite=True")
+            atomic.write_text(path, text)
         return text
