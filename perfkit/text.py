@@ -42,17 +42,32 @@ def _rounded(value: float, digits: int) -> float:
 
 
 def significant(value: float, digits: int = 3, signed: bool = False) -> str:
-    """``value`` to ``digits`` significant digits in fixed-point notation (never ``1e+03``); 0 unsigned."""
+    """``value`` to ``digits`` significant digits in fixed-point notation (never ``1e+03``); 0 unsigned.
+    Whole numbers of more digits keep them all (``1235``)."""
     value = float(value)
     if math.isnan(value):
         return MISSING
     if math.isinf(value):
         return ("+" if signed and value > 0 else "-" if value < 0 else "") + "∞"
+    if abs(value) >= 10 ** (digits - 1):  # whole numbers keep every digit: 1235, not 1230
+        return "0" if round(value) == 0 else f"{value:{'+' if signed else ''}.0f}"
     value = _rounded(value, digits)
     if value == 0:
         return "0"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
     return f"{value:{'+' if signed else ''}.{decimals}f}"
+
+
+def number(value: float, digits: int = 3) -> str:
+    """A plain number to ``digits`` significant digits, trailing zeros dropped: ``2``, ``2.5``, ``1,000,000``."""
+    if missing(value):
+        return MISSING
+    text = significant(value, digits)
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    sign, digits_text = ("-", text[1:]) if text.startswith("-") else ("", text)
+    whole, dot, fraction = digits_text.partition(".")
+    return sign + (f"{int(whole):,}" if whole.isdigit() else whole) + dot + fraction
 
 
 def _scaled(value: float, units: Iterable[tuple[float, float, str]], digits: int, signed: bool) -> str:

@@ -11,12 +11,13 @@ file could not be read or the analysis failed (the reason on standard error), 2 
 from __future__ import annotations
 
 import argparse
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfkit.commands.render import FORMATS, Column, Table, render
-from perfkit.text import plural
+from perfkit.text import number, plural
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -98,7 +99,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
     if args.top is not None:
         findings = findings.head(args.top)
     table = diagnosis_table(findings, int(ds.sizes["run"]))
-    details = "" if args.brief else _details(findings["text"].tolist(), args.format)
+    details = "" if args.brief else _details(findings, args.format)
     return _emit([table], args.format, details)
 
 
@@ -108,20 +109,47 @@ def diagnosis_table(findings: Any, runs: int) -> Table:
     columns = [
         Column("number", "#", "count"), Column("run", "run"), Column("severity", "severity"),
         Column("seconds", "at stake", "s", missing="none"), Column("share", "of elapsed", "percent", missing="none"),
-        Column("category", "category", shown="data"), Column("title", "finding"), Column("text", "text", shown="data"),
+        Column("category", "category", shown="data"), Column("title", "finding"),
+        Column("lead", "lead", shown="data"), Column("details", "details", shown="data"),
+        Column("caveats", "caveats", shown="data"), Column("text", "text", shown="data"),
     ]
     title = f"Findings: {plural(len(rows), 'finding')} for {plural(runs, 'run')}, most time at stake first"
     notes = ["at stake: the time per rank the cause costs the elapsed time at most"] if rows else []
     return Table("findings", title, columns, rows, notes)
 
 
-def _details(texts: Sequence[str], fmt: str) -> str:
-    """Each finding's explanation, numbered as in the table (text and markdown only)."""
+def caveats_of(findings: Any) -> list[str]:
+    """The sentences of the caveats the findings name (``diagnosis.CAVEATS``), each once, in order of first use."""
+    from perfkit.analysis.diagnosis import CAVEATS
+
+    keys = dict.fromkeys(key for keys in findings["caveats"] for key in str(keys).split())
+    return [CAVEATS[key] for key in keys]
+
+
+_QUANTITY = re.compile(r"(\d) (?=(µs|ms|s|min|h|[kMGTP]?B|[kMGTP]?B/s|[kMGTP]?bit/s)\b)")
+
+
+def _fill(text: str, indent: int) -> str:
+    """``text`` wrapped at 100 columns, continuation lines indented, never between a number and its unit."""
+    kept = _QUANTITY.sub("\\1\u00a0", text)
+    return textwrap.fill(kept, 100, subsequent_indent=" " * indent).replace("\u00a0", " ")
+
+
+def _details(findings: Any, fmt: str) -> str:
+    """Each finding's lead and details, numbered as in the table, then the shared caveats once (text and
+    markdown only)."""
+    texts = [f"{lead} {details}".strip() for lead, details in zip(findings["lead"], findings["details"])]
+    caveats = caveats_of(findings)
     if fmt == "text" and texts:
-        return "\n" + "\n".join(textwrap.fill(text, 100, initial_indent=f"{i:>3}. ", subsequent_indent="     ")
-                                for i, text in enumerate(texts, 1)) + "\n"
+        lines = [_fill(f"{i:>3}. {text}", 5) for i, text in enumerate(texts, 1)]
+        if caveats:
+            lines += ["", "Caveats:", *(_fill(f"  - {text}", 4) for text in caveats)]
+        return "\n" + "\n".join(lines) + "\n"
     if fmt == "markdown" and texts:
-        return "\n" + "\n".join(f"{i}. {text}" for i, text in enumerate(texts, 1)) + "\n"
+        lines = [f"{i}. {text}" for i, text in enumerate(texts, 1)]
+        if caveats:
+            lines += ["", "**Caveats**", "", *(f"- {text}" for text in caveats)]
+        return "\n" + "\n".join(lines) + "\n"
     return ""
 
 
@@ -172,8 +200,8 @@ def whatif_title(scenario: str, k: float, ranks: Sequence[int] | None = None) ->
                     else f"the {plural(int(k), 'rank')} with most compute")
         return f"What if {left_out} were left out (their compute spread over the others)"
     return {"perfect_network": "What if the network were perfect (transfers take no time, waits remain)",
-            "network": f"What if the network were {k:g} times faster (latency and bandwidth)",
-            "compute": f"What if compute were {k:g} times faster",
+            "network": f"What if the network were {number(k)} times faster (latency and bandwidth)",
+            "compute": f"What if compute were {number(k)} times faster",
             "balance": "What if compute were balanced (every rank computes the mean)"}[scenario]
 
 
