@@ -12,7 +12,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import perfkit
-from perfkit.io.otf2 import timeline
+from perfkit.io.otf2 import events
 from perfkit.model import KINDS
 from tests.io.otf2_writer import RESOLUTION, Call, Trace, write_trace
 
@@ -113,7 +113,7 @@ def test_transitions_folded_in_batches(tmp_path: Path, monkeypatch: pytest.Monke
     calls = {r: [Call("MPI_Barrier", 10 + 20 * k + 3 * r, 25 + 20 * k) for k in range(40)] for r in range(2)}
     anchor = write_trace(tmp_path, Trace(calls, end=1000))
     once = _ticks(perfkit.open_profile(anchor, timeline_bins=7))
-    monkeypatch.setattr(timeline, "BATCH", 3)
+    monkeypatch.setattr(events, "BATCH", 3)
     np.testing.assert_array_equal(_ticks(perfkit.open_profile(anchor, timeline_bins=7)), once)
 
 

@@ -1,45 +1,49 @@
-"""Stream one rank's OTF2 events into per-region reductions and per-message records.
+"""Reduce one rank's OTF2 events, a batch at a time, into per-region sums and per-message records.
 
-Nothing here keeps an event: each callback updates the rank's region stack, its per-region sums
-(exclusive ticks, visits, bytes and messages) and, for the events of a message or a collective,
-appends one record. A record points at the *instance* (one Enter..Leave of an MPI region) it
-happened in, whose enter and leave ticks are kept so that wait states can be computed after
+The events arrive as integer rows (``perfkit.io.otf2.batches``); each batch is reduced with numpy
+and dropped, so nothing per event outlives its batch. What carries from one batch to the next is
+small: the open regions (the stack), the receive requests still pending, the last tick, the
+compute ticks so far and the timeline's open transition. The region stack is found without a loop:
+the depth after each event is a cumulative sum of +1 (Enter) and -1 (Leave) floored at 0, the
+innermost open region after an event is the latest Enter at that depth, and a region closes at the
+first Leave after its Enter that brings the depth below its own.
+
+Per region: exclusive ticks, visits, bytes and messages sent and received. For the events of a
+message or a collective, one record, pointing at the *instance* (one Enter..Leave of an MPI region)
+it happened in, whose enter and leave ticks are kept so that wait states can be computed after
 every rank is read (``perfkit.io.otf2.waits``).
 """
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.otf2.definitions import EXPECTED, Definitions, region_kinds
-from perfkit.io.otf2.timeline import NONE, RankTimeline
+from perfkit.io.otf2.timeline import NONE, Bins
 from perfkit.model import KINDS
 
-#: Events asked from the library per call (bounds the reader's own buffering).
-BATCH = 65536
 COMPUTE_KIND = KINDS.index("compute")
-
-
-def _int(value: Any) -> int:
-    """An OTF2 enum callback argument (a ctypes value) as int."""
-    return int(getattr(value, "value", value))
+#: Events reduced per batch (at most ``batches.BATCH``).
+BATCH = 65536
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 
 @dataclass
 class RankEvents:
     """What one rank's events reduce to. Times are integer ticks; instance ids are local to the rank.
 
-    ``region_*`` are per region reference: exclusive ticks, visits, bytes and messages sent and
-    received in that region. ``inst_*`` describe the MPI region instances that held a message or
-    collective event (``inst_compute``: the rank's compute ticks before the instance's enter).
-    ``send_*``/``recv_*``/``coll_*`` are the records (peer = world rank).
+    ``region_*`` map a region reference (-1: no or an undefined region) to exclusive ticks, visits,
+    bytes and messages sent and received in it. ``inst`` (n, 4): region, enter, leave and the
+    rank's compute ticks before the enter of each MPI region instance that held a message or
+    collective event. ``send`` (n, 6): peer (world rank, -1 if unknown), comm, tag, bytes,
+    instance, nonblocking; ``recv`` (n, 7): peer, comm, tag, bytes, instance, post (tick the
+    receive was posted), seq (its posting order); ``coll`` (n, 6): comm, op, root (world rank or
+    -1), bytes sent, bytes received, instance.
     """
 
     rank: int
@@ -51,247 +55,280 @@ class RankEvents:
     region_msgs_recv: dict[int, int] = field(default_factory=dict)
     first: int = -1
     last: int = -1
-    inst_region: list[int] = field(default_factory=list)
-    inst_enter: list[int] = field(default_factory=list)
-    inst_leave: list[int] = field(default_factory=list)
-    inst_compute: list[int] = field(default_factory=list)
-    sends: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
-    recvs: list[tuple[int, int, int, int, int, int, int]] = field(default_factory=list)
-    colls: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    inst: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype=np.int64))
+    send: np.ndarray = field(default_factory=lambda: np.zeros((0, 6), dtype=np.int64))
+    recv: np.ndarray = field(default_factory=lambda: np.zeros((0, 7), dtype=np.int64))
+    coll: np.ndarray = field(default_factory=lambda: np.zeros((0, 6), dtype=np.int64))
     unbalanced: int = 0
     unmapped: int = 0
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The records as int64 arrays: ``inst`` (n, 4) region/enter/leave/compute, ``send`` (n, 6)
-        peer/comm/tag/bytes/instance/nonblocking, ``recv`` (n, 7) peer/comm/tag/bytes/instance/post/seq,
-        ``coll`` (n, 6) comm/op/root/sent/received/instance.
-        """
-        def table(rows: list[Any], ncols: int) -> np.ndarray:
-            return np.asarray(rows, dtype=np.int64).reshape(-1, ncols)
-
-        return {"inst": table(list(zip(self.inst_region, self.inst_enter, self.inst_leave, self.inst_compute)), 4),
-                "send": table(self.sends, 6), "recv": table(self.recvs, 7), "coll": table(self.colls, 6)}
+        """The record tables by name: ``inst``, ``send``, ``recv``, ``coll``."""
+        return {"inst": self.inst, "send": self.send, "recv": self.recv, "coll": self.coll}
 
 
-class RankStream:
-    """OTF2 event-reader callbacks that reduce one location's events into a ``RankEvents``.
+class RankReducer:
+    """Reduces the event batches of world rank ``rank`` (``add``) into a ``RankEvents`` (``finish``).
 
-    One object serves every rank in turn (``start``, ``finish``). ``callbacks`` maps each OTF2 event
-    name to its own method (the library must never get one function for two event types). With a
-    ``timeline``, every change of the innermost region's kind (``kinds``: region reference -> ``KINDS``
-    index) is marked on it.
+    ``kinds`` maps region references to ``KINDS`` indices; with ``bins``, the time of each kind of
+    the innermost open region is added to the rank's timeline bins.
     """
 
-    def __init__(self, defs: Definitions, timeline: RankTimeline | None = None,
-                 kinds: dict[int, int] | None = None) -> None:
-        self.defs = defs
-        self.timeline = timeline
-        self.kinds = region_kinds(defs) if kinds is None else kinds
-        self._compute = {ref for ref, kind in self.kinds.items() if kind == COMPUTE_KIND}
-        self._computed = 0
-        self._kind = NONE
-        self.out = RankEvents(-1)
-        self._stack: list[list[int]] = []
-        self._requests: dict[int, tuple[int, int]] = {}
-        self._post_seq = 0
-        self.error: Exception | None = None
-        self.callbacks = {
-            "Enter": self.enter, "Leave": self.leave, "MpiSend": self.mpi_send, "MpiIsend": self.mpi_isend,
-            "MpiIrecvRequest": self.mpi_irecv_request, "MpiRecv": self.mpi_recv, "MpiIrecv": self.mpi_irecv,
-            "MpiRequestCancelled": self.mpi_request_cancelled, "MpiCollectiveEnd": self.mpi_collective_end,
-        }
+    def __init__(self, defs: Definitions, rank: int, kinds: dict[int, int] | None = None,
+                 bins: Bins | None = None) -> None:
+        kinds = region_kinds(defs) if kinds is None else kinds
+        self.defs, self.rank, self.bins = defs, rank, bins
+        self.slots = max([-1, *defs.regions]) + 2  # the last slot: no or an undefined region
+        self.kind_of = np.full(self.slots, NONE, dtype=np.int64)
+        for ref, kind in kinds.items():
+            if 0 <= ref < self.slots - 1:
+                self.kind_of[ref] = kind
+        self.sums = np.zeros((6, self.slots), dtype=np.int64)  # ticks, visits, bytes/msgs sent, bytes/msgs recv
+        self.first = self.last = -1
+        self.computed = self.post_seq = self.n_inst = self.unbalanced = self.unmapped = 0
+        # open frames: slot, enter tick, instance (-1: none yet), compute ticks at enter
+        self.stack = np.zeros((4, 0), dtype=np.int64)
+        self.pending = np.zeros((3, 0), dtype=np.int64)  # request, post, seq
+        self.mark = (0, NONE)  # the timeline's open transition (tick, kind)
+        self.tables: dict[str, list[np.ndarray]] = {"inst": [], "send": [], "recv": [], "coll": []}
+        self.leaves: list[np.ndarray] = []  # (instance, leave tick) of instances closed after their batch
 
-    def start(self, rank: int) -> None:
-        """Begin the events of world rank ``rank``."""
-        self.out = RankEvents(rank)
-        self._stack = []
-        self._requests = {}
-        self._post_seq = 0
-        self._computed = 0
-        self._kind = NONE
-        if self.timeline is not None:
-            self.timeline.start(rank)
+    def _slot(self, refs: np.ndarray) -> np.ndarray:
+        return np.where((refs >= 0) & (refs < self.slots - 1), refs, self.slots - 1)
+
+    def add(self, rows: np.ndarray) -> None:
+        """Reduce one batch of event rows (``batches`` layout, in time order)."""
+        from perfkit.io.otf2 import batches as b
+
+        n = rows.shape[0]
+        if not n:
+            return
+        kind, t = rows[:, b.KIND], rows[:, b.TIME]
+        if self.first < 0:
+            self.first = self.last = int(t[0])
+        dt = np.diff(t, prepend=self.last)
+        is_enter, is_leave = kind == b.ENTER, kind == b.LEAVE
+        p = self.stack.shape[1]
+        walk = p + np.cumsum(is_enter.astype(np.int64) - is_leave)
+        depth = walk - np.minimum(np.minimum.accumulate(walk), 0)  # after each event, floored at 0
+        before = np.concatenate([[p], depth[:-1]])
+        popped = is_leave & (before > 0)
+
+        # frames: the open ones carried in, then one per Enter of this batch
+        enters = np.flatnonzero(is_enter)
+        f_slot = np.concatenate([self.stack[0], self._slot(rows[enters, b.A])])
+        f_enter = np.concatenate([self.stack[1], t[enters]])
+        top = self._innermost(depth, is_enter, p)  # frame on top after each event (-1: none)
+        top_before = np.concatenate([[p - 1], top[:-1]])
+
+        # exclusive ticks and compute ticks: the time since the last event belongs to the innermost region
+        inside = top_before >= 0
+        slot_before = np.where(inside, f_slot[np.maximum(top_before, 0)], self.slots - 1)
+        self.sums[0] += np.bincount(slot_before[inside], weights=dt[inside], minlength=self.slots).astype(np.int64)
+        compute_dt = np.where(inside & (self.kind_of[slot_before] == COMPUTE_KIND), dt, 0)
+        computed = self.computed + np.cumsum(compute_dt)
+        f_computed = np.concatenate([self.stack[3], computed[enters]])
+        self.sums[1] += np.bincount(f_slot[p:], minlength=self.slots)
+        self.unbalanced += int((is_leave & (before == 0)).sum())
+        self.unbalanced += int((popped & (self._slot(rows[:, b.A]) != slot_before)).sum())
+
+        # where each frame closes: at the Leave that pops it
+        f_close = np.full(f_slot.size, -1, dtype=np.int64)
+        f_close[top_before[popped]] = t[popped]
+
+        # instances: the frames holding a message or collective event
+        f_inst = np.concatenate([self.stack[2], np.full(enters.size, -1, dtype=np.int64)])
+        held = np.isin(kind, (b.SEND, b.ISEND, b.IRECV_REQUEST, b.RECV, b.IRECV, b.COLL_END))
+        events = np.flatnonzero(held)
+        frame = top_before[events]
+        outside = frame < 0  # an event outside any region: an instance of its own, not trusted
+        self.unbalanced += int(outside.sum())
+        holds = np.zeros(f_slot.size, dtype=bool)
+        holds[frame[~outside]] = True
+        fresh = np.flatnonzero(holds & (f_inst < 0))
+        f_inst[fresh] = self.n_inst + np.arange(fresh.size)
+        self.n_inst += fresh.size
+        lone = self.n_inst + np.arange(int(outside.sum()))
+        self.n_inst += lone.size
+        ev_inst = np.where(outside, 0, f_inst[np.maximum(frame, 0)])
+        ev_inst[outside] = lone
+        ev_slot = np.where(outside, self.slots - 1, f_slot[np.maximum(frame, 0)])
+        ev_enter = np.where(outside, t[events], f_enter[np.maximum(frame, 0)])
+        ref = np.where(f_slot[fresh] == self.slots - 1, -1, f_slot[fresh])
+        leave = np.where(f_close[fresh] >= 0, f_close[fresh], f_enter[fresh])
+        self.tables["inst"].append(np.column_stack([ref, f_enter[fresh], leave, f_computed[fresh]]))
+        self.tables["inst"].append(np.column_stack([np.full(lone.size, -1), t[events][outside],
+                                                    t[events][outside], computed[events][outside]]))
+        carried_closed = (np.arange(f_slot.size) < p) & (f_close >= 0) & (f_inst >= 0)
+        self.leaves.append(np.column_stack([f_inst[carried_closed], f_close[carried_closed]]))
+
+        self._messages(rows, events, ev_inst, ev_slot)
+        self._receives(rows, events, ev_inst, ev_slot, ev_enter)
+        if self.bins is not None:
+            self._timeline(t, is_enter | popped, np.where(top >= 0, f_slot[np.maximum(top, 0)], -1))
+
+        still = f_close < 0
+        self.stack = np.stack([f_slot[still], f_enter[still], f_inst[still], f_computed[still]])
+        self.computed = int(computed[-1])
+        self.last = int(t[-1])
+
+    @staticmethod
+    def _innermost(depth: np.ndarray, is_enter: np.ndarray, p: int) -> np.ndarray:
+        """Frame index of the innermost open region after each event: the latest Enter at the event's
+        depth, else the carried frame of that depth (-1 at depth 0). Frames: ``p`` carried, then one
+        per Enter."""
+        n = depth.size
+        order = np.argsort(depth.astype(np.int16 if depth.max(initial=0) < 2**15 else np.int64), kind="stable")
+        span = n + 1
+        key = np.where(is_enter, depth * span + np.arange(n), -1)[order]
+        latest = np.maximum.accumulate(key)  # by depth, then event order: the latest Enter so far
+        found = np.empty(n, dtype=bool)
+        found[order] = (latest >= 0) & (latest // span == depth[order])
+        enter_at = np.empty(n, dtype=np.int64)
+        enter_at[order] = latest % span
+        ordinal = np.cumsum(is_enter) - 1  # Enter ordinal of each Enter event
+        frame = np.where(found, p + ordinal[np.where(found, enter_at, 0)], depth - 1)
+        return np.where(depth > 0, frame, -1)
+
+    def _world(self, comms: np.ndarray, local: np.ndarray, count: bool) -> np.ndarray:
+        """World ranks of communicator-local ranks (-1 when the trace does not define them)."""
+        world = np.full(local.size, -1, dtype=np.int64)
+        small = comms.size and comms.max() < 2**16
+        for comm in (np.flatnonzero(np.bincount(comms)) if small else np.unique(comms)).tolist():
+            sel = comms == comm
+            members = self.defs.comm_ranks.get(comm)
+            if members is None:
+                continue
+            if not members.size:  # MPI_COMM_SELF
+                world[sel] = self.rank if count else np.where(local[sel] == 0, self.rank, -1)
+                continue
+            ok = sel & (local >= 0) & (local < members.size)
+            world[ok] = members[local[ok]]
+        if count:
+            self.unmapped += int((world < 0).sum())
+        return world
+
+    def _messages(self, rows: np.ndarray, events: np.ndarray, inst: np.ndarray, slot: np.ndarray) -> None:
+        """Send and collective records of the batch's message events (``inst``, ``slot``: their instance
+        and region slot)."""
+        from perfkit.io.otf2 import batches as b
+
+        kind = rows[events, b.KIND]
+        a, comm, tag, size, e = (rows[events, c] for c in (b.A, b.B, b.C, b.D, b.E))
+        sums = self.sums
+
+        s = (kind == b.SEND) | (kind == b.ISEND)
+        self.tables["send"].append(np.column_stack([self._world(comm[s], a[s], True), comm[s], tag[s], size[s],
+                                                    inst[s], (kind[s] == b.ISEND).astype(np.int64)]))
+        sums[2] += np.bincount(slot[s], weights=size[s], minlength=self.slots).astype(np.int64)
+        sums[3] += np.bincount(slot[s], minlength=self.slots)
+
+        c = kind == b.COLL_END
+        root = self._world(comm[c], tag[c], False)
+        self.tables["coll"].append(np.column_stack([comm[c], a[c], root, size[c], e[c], inst[c]]))
+        sums[2] += np.bincount(slot[c], weights=size[c], minlength=self.slots).astype(np.int64)
+        sums[4] += np.bincount(slot[c], weights=e[c], minlength=self.slots).astype(np.int64)
+
+    def _receives(self, rows: np.ndarray, events: np.ndarray, inst: np.ndarray, slot: np.ndarray,
+                  enter: np.ndarray) -> None:
+        """Receive records: a completed MPI_Irecv takes the post tick and posting order of its request
+        (the latest MpiIrecvRequest of its request id not yet completed or cancelled), others their own."""
+        from perfkit.io.otf2 import batches as b
+
+        n, shift = rows.shape[0], self.pending.shape[1]
+        kind, request = rows[:, b.KIND], rows[:, b.E]
+        post_row = np.zeros(n, dtype=np.int64)
+        post_row[events] = enter
+        idx = np.flatnonzero(np.isin(kind, (b.IRECV_REQUEST, b.IRECV, b.CANCELLED)))
+        ids = np.concatenate([self.pending[0], request[idx]])
+        pos = np.concatenate([np.arange(-shift, 0), idx])
+        is_request = np.concatenate([np.ones(shift, dtype=bool), kind[idx] == b.IRECV_REQUEST])
+        order = np.lexsort((pos, ids))
+        ids, pos, is_request = ids[order], pos[order], is_request[order]
+        matched = np.zeros(ids.size, dtype=bool)
+        irecv = (pos >= 0) & (kind[np.maximum(pos, 0)] == b.IRECV)
+        matched[1:] = (ids[1:] == ids[:-1]) & is_request[:-1] & irecv[1:]
+        completes = np.full(n, -shift - 1, dtype=np.int64)  # row -> position of its request
+        completes[pos[1:][matched[1:]]] = pos[:-1][matched[1:]]
+        received = (kind == b.RECV) | (kind == b.IRECV)
+        done = completes >= -shift
+        step = (kind == b.IRECV_REQUEST) | (received & ~done)
+        seq = self.post_seq + np.cumsum(step) - 1
+        self.post_seq += int(step.sum())
+        post_of = np.concatenate([self.pending[1], post_row])  # by position + shift
+        seq_of = np.concatenate([self.pending[2], seq])
+        post = np.where(done, post_of[completes + shift], post_row)
+        seq = np.where(done, seq_of[completes + shift], seq)
+        last = np.ones(ids.size, dtype=bool)
+        last[:-1] = ids[1:] != ids[:-1]
+        keep = last & is_request
+        self.pending = np.stack([ids[keep], post_of[pos[keep] + shift], seq_of[pos[keep] + shift]])
+        r = np.flatnonzero(received[events])
+        rr = events[r]
+        self.tables["recv"].append(np.column_stack([self._world(rows[rr, b.B], rows[rr, b.A], True), rows[rr, b.B],
+                                                    rows[rr, b.C], rows[rr, b.D], inst[r], post[rr], seq[rr]]))
+        self.sums[4] += np.bincount(slot[r], weights=rows[rr, b.D], minlength=self.slots).astype(np.int64)
+        self.sums[5] += np.bincount(slot[r], minlength=self.slots)
+
+    def _timeline(self, t: np.ndarray, changes: np.ndarray, slot_after: np.ndarray) -> None:
+        """Add to the bins the intervals between changes of the innermost region's kind."""
+        idx = np.flatnonzero(changes)
+        kinds = np.where(slot_after[idx] >= 0, self.kind_of[np.maximum(slot_after[idx], 0)], NONE)
+        prev = np.concatenate([[self.mark[1]], kinds[:-1]])
+        new = kinds != prev
+        times = np.concatenate([[self.mark[0]], t[idx][new]])
+        marks = np.concatenate([[self.mark[1]], kinds[new]])
+        self.bins.add(self.rank, times[:-1], times[1:], marks[:-1])
+        self.mark = (int(times[-1]), int(marks[-1]))
 
     def finish(self) -> RankEvents:
-        """The reductions of the rank just read (regions still open are closed at its last event)."""
-        out = self.out
-        while self._stack:
-            self._close(out.last)
-            out.unbalanced += 1
-        if self.timeline is not None:
-            self._mark(out.last)
-            self.timeline.flush()
-        return out
+        """The reductions of the rank (regions still open are closed at its last event)."""
+        open_inst = self.stack[2][self.stack[2] >= 0]
+        self.leaves.append(np.column_stack([open_inst, np.full(open_inst.size, self.last)]))
+        self.unbalanced += self.stack.shape[1]
+        if self.bins is not None and self.mark[1] != NONE:
+            self.bins.add(self.rank, np.array([self.mark[0]]), np.array([self.last]), self.mark[1])
+        tables = {name: np.concatenate(parts).astype(np.int64) if parts else _EMPTY
+                  for name, parts in self.tables.items()}
+        widths = {"inst": 4, "send": 6, "recv": 7, "coll": 6}
+        tables = {name: table.reshape(-1, widths[name]) for name, table in tables.items()}
+        inst = tables["inst"]  # row = instance id: ids are given in row order
+        patches = np.concatenate(self.leaves).reshape(-1, 2)
+        inst[patches[:, 0], 2] = patches[:, 1]
+        refs = np.arange(self.slots)
+        refs[-1] = -1
+        sums = self.sums
 
-    # --- regions ---------------------------------------------------------------------------
+        def table(values: np.ndarray, keep: np.ndarray) -> dict[int, int]:
+            return dict(zip(refs[keep].tolist(), values[keep].tolist()))
 
-    def _advance(self, time: int) -> None:
-        out = self.out
-        if self._stack:
-            region = self._stack[-1][0]
-            ticks = out.region_ticks
-            ticks[region] = ticks.get(region, 0) + time - out.last
-            if region in self._compute:
-                self._computed += time - out.last
-        elif out.first < 0:
-            out.first = time
-        out.last = time
-
-    def enter(self, location: int, time: int, position: int, user: Any, attributes: Any, region: int) -> None:
-        """Enter event: push the region."""
-        self._advance(time)
-        visits = self.out.region_visits
-        visits[region] = visits.get(region, 0) + 1
-        self._stack.append([region, time, -1, self._computed])
-        if self.timeline is not None:
-            self._mark(time)
-
-    def leave(self, location: int, time: int, position: int, user: Any, attributes: Any, region: int) -> None:
-        """Leave event: pop the region (a Leave without its Enter is counted, not trusted)."""
-        self._advance(time)
-        if not self._stack or self._stack[-1][0] != region:
-            self.out.unbalanced += 1
-            if not self._stack:
-                return
-        self._close(time)
-        if self.timeline is not None:
-            self._mark(time)
-
-    def _close(self, time: int) -> None:
-        frame = self._stack.pop()
-        if frame[2] >= 0:
-            self.out.inst_leave[frame[2]] = time
-
-    def _mark(self, time: int) -> None:
-        """Mark the kind of the innermost open region from ``time`` on, when it changed."""
-        kind = self.kinds.get(self._stack[-1][0], NONE) if self._stack else NONE
-        if kind != self._kind:
-            self._kind = kind
-            timeline = self.timeline
-            timeline.times.append(time)  # RankTimeline.mark, inlined: this runs for most events
-            timeline.kinds.append(kind)
-            if len(timeline.times) >= timeline.batch:
-                timeline.flush(keep_last=True)
-
-    def _instance(self) -> tuple[int, int, int]:
-        """(instance id, region, enter tick) of the innermost open region, which becomes an instance."""
-        if not self._stack:
-            self._stack.append([-1, self.out.last, -1, self._computed])  # an event outside any region: its own instance
-            self.out.unbalanced += 1
-        frame = self._stack[-1]
-        if frame[2] < 0:
-            out = self.out
-            frame[2] = len(out.inst_enter)
-            out.inst_region.append(frame[0])
-            out.inst_enter.append(frame[1])
-            out.inst_leave.append(frame[1])
-            out.inst_compute.append(frame[3])
-        return frame[2], frame[0], frame[1]
-
-    # --- point to point ----------------------------------------------------------------------
-
-    def _peer(self, comm: int, local: int) -> int:
-        """World rank of communicator-local rank ``local`` of ``comm`` (-1 when not defined)."""
-        members = self.defs.comm_ranks.get(comm)
-        if members is None or (members.size and not 0 <= local < members.size):
-            self.out.unmapped += 1
-            return -1
-        return int(members[local]) if members.size else self.out.rank
-
-    def _sent(self, time: int, receiver: Any, comm: Any, tag: Any, length: Any, nonblocking: int) -> None:
-        self._advance(time)
-        inst, region, _ = self._instance()
-        self.out.sends.append((self._peer(comm, receiver), comm, tag, length, inst, nonblocking))
-        out = self.out
-        out.region_bytes_sent[region] = out.region_bytes_sent.get(region, 0) + length
-        out.region_msgs_sent[region] = out.region_msgs_sent.get(region, 0) + 1
-
-    def mpi_send(self, location: int, time: int, position: int, user: Any, attributes: Any,
-                 receiver: Any, comm: Any, tag: Any, length: Any) -> None:
-        """MpiSend event: a blocking send's message record."""
-        self._sent(time, receiver, comm, tag, length, 0)
-
-    def mpi_isend(self, location: int, time: int, position: int, user: Any, attributes: Any,
-                  receiver: Any, comm: Any, tag: Any, length: Any, request: Any) -> None:
-        """MpiIsend event: a non-blocking send's message record."""
-        self._sent(time, receiver, comm, tag, length, 1)
-
-    def mpi_irecv_request(self, location: int, time: int, position: int, user: Any, attributes: Any,
-                          request: Any) -> None:
-        """MpiIrecvRequest event: remember when the receive was posted, and in which order."""
-        self._advance(time)
-        _, _, enter = self._instance()
-        self._requests[request] = (enter, self._post_seq)
-        self._post_seq += 1
-
-    def mpi_request_cancelled(self, location: int, time: int, position: int, user: Any, attributes: Any,
-                              request: Any) -> None:
-        """MpiRequestCancelled event: forget the request."""
-        self._advance(time)
-        self._requests.pop(request, None)
-
-    def _received(self, time: int, sender: Any, comm: Any, tag: Any, length: Any, request: int | None) -> None:
-        self._advance(time)
-        inst, region, enter = self._instance()
-        if request is None or request not in self._requests:
-            post, seq = enter, self._post_seq
-            self._post_seq += 1
-        else:
-            post, seq = self._requests.pop(request)
-        self.out.recvs.append((self._peer(comm, sender), comm, tag, length, inst, post, seq))
-        out = self.out
-        out.region_bytes_recv[region] = out.region_bytes_recv.get(region, 0) + length
-        out.region_msgs_recv[region] = out.region_msgs_recv.get(region, 0) + 1
-
-    def mpi_recv(self, location: int, time: int, position: int, user: Any, attributes: Any,
-                 sender: Any, comm: Any, tag: Any, length: Any) -> None:
-        """MpiRecv event: a blocking receive's message record."""
-        self._received(time, sender, comm, tag, length, None)
-
-    def mpi_irecv(self, location: int, time: int, position: int, user: Any, attributes: Any,
-                  sender: Any, comm: Any, tag: Any, length: Any, request: Any) -> None:
-        """MpiIrecv event: a non-blocking receive completed."""
-        self._received(time, sender, comm, tag, length, request)
-
-    # --- collectives -------------------------------------------------------------------------
-
-    def mpi_collective_end(self, location: int, time: int, position: int, user: Any, attributes: Any,
-                           op: Any, comm: Any, root: Any, sent: Any, received: Any) -> None:
-        """MpiCollectiveEnd event: the collective's record (root as world rank, -1 when none)."""
-        self._advance(time)
-        inst, region, _ = self._instance()
-        members = self.defs.comm_ranks.get(comm)
-        if members is not None and members.size and 0 <= root < members.size:
-            root_world = int(members[root])
-        elif members is not None and not members.size and root == 0:
-            root_world = self.out.rank
-        else:
-            root_world = -1
-        self.out.colls.append((comm, _int(op), root_world, sent, received, inst))
-        out = self.out
-        out.region_bytes_sent[region] = out.region_bytes_sent.get(region, 0) + sent
-        out.region_bytes_recv[region] = out.region_bytes_recv.get(region, 0) + received
+        seen = (sums[0] > 0) | (sums[1] > 0)
+        return RankEvents(
+            self.rank, region_ticks=table(sums[0], seen), region_visits=table(sums[1], sums[1] > 0),
+            region_bytes_sent=table(sums[2], sums[2] > 0), region_msgs_sent=table(sums[3], sums[3] > 0),
+            region_bytes_recv=table(sums[4], sums[4] > 0), region_msgs_recv=table(sums[5], sums[5] > 0),
+            first=self.first, last=self.last, inst=inst, send=tables["send"], recv=tables["recv"],
+            coll=tables["coll"], unbalanced=self.unbalanced, unmapped=self.unmapped)
 
 
-def stream_ranks(trace: Any, defs: Definitions, timeline: RankTimeline | None = None,
-                 kinds: dict[int, int] | None = None) -> Iterator[RankEvents]:
-    """Read the events of every MPI rank of the opened ``trace``, one rank after the other (marking
-    region kinds on ``timeline``, see ``RankStream``).
+def stream_ranks(trace: Any, defs: Definitions, bins: Bins | None = None,
+                 kinds: dict[int, int] | None = None, batch: int | None = None) -> Iterator[RankEvents]:
+    """Read the events of every MPI rank of the opened ``trace``, one rank after the other, ``batch``
+    events at a time (default ``BATCH``; adding region kinds to the timeline ``bins``, see ``RankReducer``).
 
     Local definitions (mapping tables, clock offsets) of a rank are read before its events; a
     missing or truncated events file raises ``PerfkitFormatError`` naming it.
     """
     import _otf2
 
+    from perfkit.io.otf2.batches import EventsError, new_callbacks, read_batches
+
     handle = trace.handle
     locations = sorted(defs.world, key=defs.world.__getitem__)
     for ref in locations:
         _otf2.Reader_SelectLocation(handle, ref)
-    stream = RankStream(defs, timeline, kinds)
-    callbacks = _otf2.EvtReaderCallbacks_New()
+    callbacks = new_callbacks()
     try:
-        pointers = [_register(callbacks, name, _guarded(stream, function))
-                    for name, function in stream.callbacks.items()]
         try:
             _otf2.Reader_OpenDefFiles(handle)
             local_defs = True
@@ -303,80 +340,26 @@ def stream_ranks(trace: Any, defs: Definitions, timeline: RankTimeline | None = 
             raise PerfkitFormatError(defs.path, None, f"cannot open the events files ({exc}); expected {EXPECTED}") \
                 from exc
         for ref in locations:
-            stream.start(defs.world[ref])
-            _read_location(defs, handle, ref, callbacks, local_defs, stream)
-            yield stream.finish()
+            reducer = RankReducer(defs, defs.world[ref], kinds, bins)
+            member = _events_member(defs.path, ref)
+            try:
+                if local_defs:
+                    def_reader = _otf2.Reader_GetDefReader(handle, ref)
+                    if def_reader:
+                        _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
+                        _otf2.Reader_CloseDefReader(handle, def_reader)
+                for rows in read_batches(handle, ref, callbacks, batch or BATCH):
+                    reducer.add(rows)
+            except (_otf2.Error, EventsError) as exc:
+                raise PerfkitFormatError(defs.path, None, f"cannot read the events of rank {defs.world[ref]} "
+                                         f"({exc}); expected a complete {member}", member=member) from exc
+            yield reducer.finish()
         if local_defs:
             _otf2.Reader_CloseDefFiles(handle)
-        del pointers
     finally:
         _otf2.EvtReaderCallbacks_Delete(callbacks)
 
 
-def _guarded(stream: RankStream, function: Any) -> Any:
-    """``function`` returning OTF2's success code, or its interrupt code after keeping the exception in
-    ``stream.error`` (an exception must not cross the C library).
-    """
-    def callback(*args: Any) -> int:
-        try:
-            function(*args)
-        except Exception as exc:
-            stream.error = exc
-            return 1
-        return 0
-
-    return callback
-
-
-def _register(callbacks: Any, name: str, function: Any) -> Any:
-    """Set ``function`` as the raw C callback for OTF2 event ``name``; returns the function pointer,
-    which must stay referenced while events are read.
-
-    The bindings' own registration wraps every call in Python code costing more than the event's
-    handling; the raw pointer receives plain integers (the collective operation as a ctypes enum).
-    """
-    import importlib
-
-    from _otf2.Config import conf
-
-    module = importlib.import_module("_otf2.EvtReaderCallbacks")
-
-    pointer_type = getattr(module, f"_EvtReaderCallback_FP_{name}")
-    setter = getattr(conf.lib, f"OTF2_EvtReaderCallbacks_Set{name}Callback")
-    setter.argtypes = [ctypes.POINTER(module.EvtReaderCallbacks), pointer_type]
-    setter.restype = ctypes.c_int
-    pointer = pointer_type(function)
-    if setter(callbacks, pointer) != 0:
-        raise RuntimeError(f"the OTF2 library refused a callback for {name} events")
-    return pointer
-
-
-def _read_location(defs: Definitions, handle: Any, ref: int, callbacks: Any, local_defs: bool,
-                   stream: RankStream) -> None:
-    """Feed the events of location ``ref`` to ``callbacks`` (its local definitions first)."""
-    import _otf2
-
-    member = _events_member(defs.path, ref)
-    try:
-        if local_defs:
-            def_reader = _otf2.Reader_GetDefReader(handle, ref)
-            if def_reader:
-                _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
-                _otf2.Reader_CloseDefReader(handle, def_reader)
-        evt_reader = _otf2.Reader_GetEvtReader(handle, ref)
-        _otf2.EvtReader_SetCallbacks(evt_reader, callbacks, None)
-        while _otf2.EvtReader_ReadEvents(evt_reader, BATCH) == BATCH and stream.error is None:
-            pass
-        if stream.error is not None:
-            raise stream.error
-        _otf2.Reader_CloseEvtReader(handle, evt_reader)
-    except _otf2.Error as exc:
-        if stream.error is not None:
-            raise stream.error from exc
-        raise PerfkitFormatError(defs.path, None, f"cannot read the events of rank {defs.world[ref]} ({exc}); "
-                                 f"expected a complete {member}", member=member) from exc
-
-
-def _events_member(anchor: Path, ref: int) -> str:
+def _events_member(anchor: Any, ref: int) -> str:
     """The events file of location ``ref`` beside the anchor file, as Score-P names it."""
     return f"{anchor.stem}/{ref}.evt"

@@ -27,7 +27,7 @@ from perfkit.io.otf2.definitions import EXPECTED, Definitions, function_of, read
 from perfkit.io.otf2.events import RankEvents, stream_ranks
 from perfkit.io.otf2.phases import STATS as PHASE_STATS
 from perfkit.io.otf2.phases import phase_table
-from perfkit.io.otf2.timeline import DEFAULT_BINS, NONE, Bins, RankTimeline
+from perfkit.io.otf2.timeline import DEFAULT_BINS, NONE, Bins
 from perfkit.io.otf2.waits import BLOCKING_SENDS, STATES, Records, Waits, compute_waits
 from perfkit.model import COMPUTE, KINDS, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
 
@@ -64,7 +64,7 @@ def read(path: str | PathLike, *, timeline_bins: int = DEFAULT_BINS, **run_metad
         defs = read_definitions(anchor, trace)
         bins = Bins.over(defs.start, defs.length, int(timeline_bins), defs.nranks) if timeline_bins else None
         kinds = region_kinds(defs)
-        ranks = list(stream_ranks(trace, defs, RankTimeline(bins) if bins else None, kinds))
+        ranks = list(stream_ranks(trace, defs, bins, kinds))
     finally:
         trace.close()
     return build(defs, ranks, run_metadata, bins, kinds)

@@ -2,9 +2,9 @@
 
 The bins are ``nbins`` equal intervals of ``width`` integer ticks from the run's start ``start``
 (the trace's global offset); they cover the trace's length (the last bin may reach past its end).
-While a rank's events are read, every change of the innermost region's kind is a *transition*
-(tick, kind); transitions are buffered and folded into the bins every ``BATCH`` of them, so the
-memory does not grow with the number of events. Wait states, known only once every rank is read,
+While a rank's events are read, a batch at a time, the intervals between changes of the innermost
+region's kind are added to the bins (``perfkit.io.otf2.events``), so the memory does not grow with
+the number of events. Wait states, known only once every rank is read,
 are then moved out of their call's kind: each wait is the interval from its instance's enter to
 enter + wait (``perfkit.io.otf2.waits``).
 """
@@ -17,8 +17,6 @@ import numpy as np
 
 from perfkit.model import KINDS
 
-#: Transitions buffered per rank before they are folded into the bins.
-BATCH = 1024
 #: Kind code of "no region open" (time outside the rank's outermost region is no kind).
 NONE = -1
 #: Bins of the timeline when the user does not choose.
@@ -67,34 +65,3 @@ class Bins:
         flat = (ranks * self.nbins + bins) * len(KINDS) + kinds
         self.ticks += sign * np.bincount(flat, weights=values, minlength=self.ticks.size).astype(np.int64).reshape(
             self.ticks.shape)
-
-
-class RankTimeline:
-    """Buffers one rank's kind transitions and folds them into ``bins``."""
-
-    def __init__(self, bins: Bins) -> None:
-        self.bins = bins
-        self.batch = BATCH
-        self.rank = -1
-        self.times: list[int] = []
-        self.kinds: list[int] = []
-
-    def start(self, rank: int) -> None:
-        """Begin the transitions of world rank ``rank``."""
-        self.rank = rank
-        self.times, self.kinds = [], []
-
-    def mark(self, time: int, kind: int) -> None:
-        """From tick ``time`` on, the rank's time is of ``kind`` (a ``KINDS`` index, or ``NONE``)."""
-        self.times.append(time)
-        self.kinds.append(kind)
-        if len(self.times) >= self.batch:
-            self.flush(keep_last=True)
-
-    def flush(self, keep_last: bool = False) -> None:
-        """Fold the buffered transitions into the bins; ``keep_last``: the last one stays open."""
-        if len(self.times) > 1:
-            times = np.asarray(self.times, dtype=np.int64)
-            self.bins.add(self.rank, times[:-1], times[1:], np.asarray(self.kinds[:-1], dtype=np.int64))
-        last = (self.times[-1:], self.kinds[-1:]) if keep_last else ([], [])
-        self.times, self.kinds = list(last[0]), list(last[1])
