@@ -1,22 +1,11 @@
-"""One location's OTF2 events as batches of integer rows, read by the OTF2 library at C speed.
+"""One location's OTF2 events as batches of integer fields, read by the OTF2 library at C speed.
 
 The library decodes the events file and calls one compiled callback (a numba ``cfunc``) per event;
-each callback writes one row of ``NCOLS`` int64 into a batch buffer and returns. No Python runs per
-event: Python sees a batch of at most ``BATCH`` rows after each ``OTF2_EvtReader_ReadEvents`` call
+each callback writes the event's ``NCOLS`` int64 fields into a batch buffer and returns. No Python
+runs per event: Python sees a batch of at most ``BATCH`` events after each ``OTF2_EvtReader_ReadEvents`` call
 (the library reads at most that many events per call, so the buffer never overflows).
 
-A row is ``kind, time, a, b, c, d, e`` (``time`` in ticks):
-
-========================  =====================================================================
-kind                      a, b, c, d, e
-========================  =====================================================================
-``ENTER``, ``LEAVE``      region
-``SEND``, ``ISEND``       receiver (communicator rank), comm, tag, bytes, request (ISEND)
-``IRECV_REQUEST``         e: request
-``RECV``, ``IRECV``       sender (communicator rank), comm, tag, bytes, request (IRECV)
-``CANCELLED``             e: request
-``COLL_END``              operation, comm, root (communicator rank), bytes sent, bytes received
-========================  =====================================================================
+The layout of a batch is ``perfkit.io.otf2.layout``.
 """
 
 from __future__ import annotations
@@ -29,87 +18,97 @@ from typing import Any
 import numpy as np
 from numba import carray, cfunc, njit, types
 
+from perfkit.io.otf2.layout import (
+    CANCELLED,
+    COLL_END,
+    ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    LEAVE,
+    NCOLS,
+    RECV,
+    SEND,
+)
+
 #: Events read per library call: the rows of one batch.
 BATCH = 65536
-NCOLS = 7
-#: Buffer length: a row count, then ``BATCH`` rows.
+#: Buffer length: an event count, then ``NCOLS`` fields of ``BATCH`` events.
 CAPACITY = 1 + BATCH * NCOLS
-KIND, TIME, A, B, C, D, E = range(NCOLS)
-ENTER, LEAVE, SEND, ISEND, IRECV_REQUEST, RECV, IRECV, CANCELLED, COLL_END = range(9)
 
 _u64, _u32, _u8, _ptr, _code = types.uint64, types.uint32, types.uint8, types.voidptr, types.int32
 _HEAD = (_u64, _u64, _u64, _ptr, _ptr)  # location, time, event position, user data, attribute list
 
 
 @njit(inline="always", cache=True)
-def _row(user: Any, kind: int, time: int, a: int, b: int, c: int, d: int, e: int) -> None:
+def _event(user: Any, kind: int, time: int, a: int, b: int, c: int, d: int, e: int) -> None:
     buf = carray(user, (CAPACITY,), np.int64)
     n = buf[0]
-    at = 1 + n * NCOLS
+    at = 1 + n
     buf[at] = kind
-    buf[at + 1] = time
-    buf[at + 2] = a
-    buf[at + 3] = b
-    buf[at + 4] = c
-    buf[at + 5] = d
-    buf[at + 6] = e
+    buf[at + BATCH] = time
+    buf[at + 2 * BATCH] = a
+    buf[at + 3 * BATCH] = b
+    buf[at + 4 * BATCH] = c
+    buf[at + 5 * BATCH] = d
+    buf[at + 6 * BATCH] = e
     buf[0] = n + 1
 
 
 @cfunc(_code(*_HEAD, _u32), cache=True)
 def _enter(location, time, position, user, attributes, region):
-    _row(user, ENTER, time, region, 0, 0, 0, 0)
+    _event(user, ENTER, time, region, 0, 0, 0, 0)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u32), cache=True)
 def _leave(location, time, position, user, attributes, region):
-    _row(user, LEAVE, time, region, 0, 0, 0, 0)
+    _event(user, LEAVE, time, region, 0, 0, 0, 0)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u32, _u32, _u32, _u64), cache=True)
 def _send(location, time, position, user, attributes, receiver, comm, tag, length):
-    _row(user, SEND, time, receiver, comm, tag, length, 0)
+    _event(user, SEND, time, receiver, comm, tag, length, 0)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u32, _u32, _u32, _u64, _u64), cache=True)
 def _isend(location, time, position, user, attributes, receiver, comm, tag, length,
           request):
-    _row(user, ISEND, time, receiver, comm, tag, length, request)
+    _event(user, ISEND, time, receiver, comm, tag, length, request)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u64), cache=True)
 def _irecv_request(location, time, position, user, attributes, request):
-    _row(user, IRECV_REQUEST, time, 0, 0, 0, 0, request)
+    _event(user, IRECV_REQUEST, time, 0, 0, 0, 0, request)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u32, _u32, _u32, _u64), cache=True)
 def _recv(location, time, position, user, attributes, sender, comm, tag, length):
-    _row(user, RECV, time, sender, comm, tag, length, 0)
+    _event(user, RECV, time, sender, comm, tag, length, 0)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u32, _u32, _u32, _u64, _u64), cache=True)
 def _irecv(location, time, position, user, attributes, sender, comm, tag, length,
           request):
-    _row(user, IRECV, time, sender, comm, tag, length, request)
+    _event(user, IRECV, time, sender, comm, tag, length, request)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u64), cache=True)
 def _cancelled(location, time, position, user, attributes, request):
-    _row(user, CANCELLED, time, 0, 0, 0, 0, request)
+    _event(user, CANCELLED, time, 0, 0, 0, 0, request)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u8, _u32, _u32, _u64, _u64), cache=True)
 def _collective_end(location, time, position, user, attributes, op, comm, root,
                    sent, received):
-    _row(user, COLL_END, time, op, comm, root, sent, received)
+    _event(user, COLL_END, time, op, comm, root, sent, received)
     return 0
 
 
@@ -141,8 +140,8 @@ def new_callbacks() -> Any:
 
 
 def read_batches(handle: Any, ref: int, callbacks: Any, batch: int = BATCH) -> Iterator[np.ndarray]:
-    """The events of location ``ref`` of the reader ``handle`` as (rows, ``NCOLS``) int64 arrays of at
-    most ``batch`` (<= ``BATCH``) rows.
+    """The events of location ``ref`` of the reader ``handle`` as (``NCOLS``, events) int64 arrays of
+    at most ``batch`` (<= ``BATCH``) events.
 
     Each array is a view of one buffer reused for the next batch: use it before asking for the next.
     Errors of the library (a truncated or missing file) raise ``_otf2.Error`` or ``EventsError``.
@@ -158,7 +157,7 @@ def read_batches(handle: Any, ref: int, callbacks: Any, batch: int = BATCH) -> I
     set_callbacks.argtypes = [ctypes.POINTER(EvtReader), ctypes.POINTER(module.EvtReaderCallbacks), ctypes.c_void_p]
     set_callbacks.restype = ctypes.c_int
     buffer = np.zeros(CAPACITY, dtype=np.int64)
-    rows = buffer[1:].reshape(BATCH, NCOLS)
+    fields = buffer[1:].reshape(NCOLS, BATCH)
     reader = _otf2.Reader_GetEvtReader(handle, ref)
     if not reader:
         raise EventsError("the OTF2 library could not open the events")
@@ -169,7 +168,7 @@ def read_batches(handle: Any, ref: int, callbacks: Any, batch: int = BATCH) -> I
             buffer[0] = 0
             read = _otf2.EvtReader_ReadEvents(reader, batch)
             if buffer[0]:
-                yield rows[: buffer[0]]
+                yield fields[:, : buffer[0]]
             if read < batch:
                 break
     finally:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from perfkit.errors import PerfkitFormatError
+from perfkit.io.otf2 import layout as b
 from perfkit.io.otf2.definitions import EXPECTED, Definitions, region_kinds
 from perfkit.io.otf2.timeline import NONE, Bins
 from perfkit.model import KINDS
@@ -31,6 +32,18 @@ COMPUTE_KIND = KINDS.index("compute")
 #: Events reduced per batch (at most ``batches.BATCH``).
 BATCH = 65536
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _kinds(*kinds: int) -> np.ndarray:
+    """A lookup: True at the event kinds given (``layout``)."""
+    table = np.zeros(16, dtype=bool)
+    table[list(kinds)] = True
+    return table
+
+
+#: Events that belong to an instance (messages, requests, collectives), and those naming a request.
+_HOLDS = _kinds(b.SEND, b.ISEND, b.IRECV_REQUEST, b.RECV, b.IRECV, b.COLL_END)
+_REQUESTS = _kinds(b.IRECV_REQUEST, b.IRECV, b.CANCELLED)
 
 
 @dataclass
@@ -97,13 +110,11 @@ class RankReducer:
         return np.where((refs >= 0) & (refs < self.slots - 1), refs, self.slots - 1)
 
     def add(self, rows: np.ndarray) -> None:
-        """Reduce one batch of event rows (``batches`` layout, in time order)."""
-        from perfkit.io.otf2 import batches as b
-
-        n = rows.shape[0]
+        """Reduce one batch of events (``batches`` layout: (field, event), in time order)."""
+        n = rows.shape[1]
         if not n:
             return
-        kind, t = rows[:, b.KIND], rows[:, b.TIME]
+        kind, t = rows[b.KIND], rows[b.TIME]
         if self.first < 0:
             self.first = self.last = int(t[0])
         dt = np.diff(t, prepend=self.last)
@@ -116,7 +127,7 @@ class RankReducer:
 
         # frames: the open ones carried in, then one per Enter of this batch
         enters = np.flatnonzero(is_enter)
-        f_slot = np.concatenate([self.stack[0], self._slot(rows[enters, b.A])])
+        f_slot = np.concatenate([self.stack[0], self._slot(rows[b.A][enters])])
         f_enter = np.concatenate([self.stack[1], t[enters]])
         top = self._innermost(depth, is_enter, p)  # frame on top after each event (-1: none)
         top_before = np.concatenate([[p - 1], top[:-1]])
@@ -130,7 +141,7 @@ class RankReducer:
         f_computed = np.concatenate([self.stack[3], computed[enters]])
         self.sums[1] += np.bincount(f_slot[p:], minlength=self.slots)
         self.unbalanced += int((is_leave & (before == 0)).sum())
-        self.unbalanced += int((popped & (self._slot(rows[:, b.A]) != slot_before)).sum())
+        self.unbalanced += int((popped & (self._slot(rows[b.A]) != slot_before)).sum())
 
         # where each frame closes: at the Leave that pops it
         f_close = np.full(f_slot.size, -1, dtype=np.int64)
@@ -138,7 +149,7 @@ class RankReducer:
 
         # instances: the frames holding a message or collective event
         f_inst = np.concatenate([self.stack[2], np.full(enters.size, -1, dtype=np.int64)])
-        held = np.isin(kind, (b.SEND, b.ISEND, b.IRECV_REQUEST, b.RECV, b.IRECV, b.COLL_END))
+        held = _HOLDS[kind]
         events = np.flatnonzero(held)
         frame = top_before[events]
         outside = frame < 0  # an event outside any region: an instance of its own, not trusted
@@ -211,10 +222,8 @@ class RankReducer:
     def _messages(self, rows: np.ndarray, events: np.ndarray, inst: np.ndarray, slot: np.ndarray) -> None:
         """Send and collective records of the batch's message events (``inst``, ``slot``: their instance
         and region slot)."""
-        from perfkit.io.otf2 import batches as b
-
-        kind = rows[events, b.KIND]
-        a, comm, tag, size, e = (rows[events, c] for c in (b.A, b.B, b.C, b.D, b.E))
+        kind = rows[b.KIND][events]
+        a, comm, tag, size, e = (rows[c][events] for c in (b.A, b.B, b.C, b.D, b.E))
         sums = self.sums
 
         s = (kind == b.SEND) | (kind == b.ISEND)
@@ -233,13 +242,11 @@ class RankReducer:
                   enter: np.ndarray) -> None:
         """Receive records: a completed MPI_Irecv takes the post tick and posting order of its request
         (the latest MpiIrecvRequest of its request id not yet completed or cancelled), others their own."""
-        from perfkit.io.otf2 import batches as b
-
-        n, shift = rows.shape[0], self.pending.shape[1]
-        kind, request = rows[:, b.KIND], rows[:, b.E]
+        n, shift = rows.shape[1], self.pending.shape[1]
+        kind, request = rows[b.KIND], rows[b.E]
         post_row = np.zeros(n, dtype=np.int64)
         post_row[events] = enter
-        idx = np.flatnonzero(np.isin(kind, (b.IRECV_REQUEST, b.IRECV, b.CANCELLED)))
+        idx = np.flatnonzero(_REQUESTS[kind])
         ids = np.concatenate([self.pending[0], request[idx]])
         pos = np.concatenate([np.arange(-shift, 0), idx])
         is_request = np.concatenate([np.ones(shift, dtype=bool), kind[idx] == b.IRECV_REQUEST])
@@ -265,9 +272,9 @@ class RankReducer:
         self.pending = np.stack([ids[keep], post_of[pos[keep] + shift], seq_of[pos[keep] + shift]])
         r = np.flatnonzero(received[events])
         rr = events[r]
-        self.tables["recv"].append(np.column_stack([self._world(rows[rr, b.B], rows[rr, b.A], True), rows[rr, b.B],
-                                                    rows[rr, b.C], rows[rr, b.D], inst[r], post[rr], seq[rr]]))
-        self.sums[4] += np.bincount(slot[r], weights=rows[rr, b.D], minlength=self.slots).astype(np.int64)
+        self.tables["recv"].append(np.column_stack([self._world(rows[b.B][rr], rows[b.A][rr], True), rows[b.B][rr],
+                                                    rows[b.C][rr], rows[b.D][rr], inst[r], post[rr], seq[rr]]))
+        self.sums[4] += np.bincount(slot[r], weights=rows[b.D][rr], minlength=self.slots).astype(np.int64)
         self.sums[5] += np.bincount(slot[r], minlength=self.slots)
 
     def _timeline(self, t: np.ndarray, changes: np.ndarray, slot_after: np.ndarray) -> None:

@@ -266,11 +266,11 @@ def _traffic(defs: Definitions, rec: Records, waits: Waits) -> Any:
         "count": (sender, receiver, np.ones(sender.size)),
         "time": (rec.send_rank[waits.send_index], rec.recv_rank[waits.recv_index], time),
     }
-    pairs = {(int(a), int(b)) for a, b in zip(sender.tolist(), receiver.tolist())}
-    if dense_traffic(n, len(pairs) * len(TRAFFIC_QUANTITIES)):
+    pairs = np.unique(sender * n + receiver).size
+    if dense_traffic(n, pairs * len(TRAFFIC_QUANTITIES)):
         out = np.zeros((n, n, len(TRAFFIC_QUANTITIES)))
         for q, (a, b, v) in enumerate(values[name] for name in TRAFFIC_QUANTITIES):
-            np.add.at(out[..., q], (a, b), v)
+            out[..., q] = np.bincount(a * n + b, weights=v, minlength=n * n).reshape(n, n)
         return out
     import sparse
 
@@ -304,8 +304,10 @@ def _sizes(defs: Definitions, rec: Records, waits: Waits,
     bins = np.unique(labels)
     b = np.searchsorted(bins, labels)
     out = np.zeros((defs.nranks, len(rows), bins.size, 2))
-    np.add.at(out[..., 0], (rank, fn, b), 1.0)
-    np.add.at(out[..., 1], (rank, fn, b), np.concatenate([send_time, recv_time]) / defs.resolution)
+    cell = (rank * len(rows) + fn) * bins.size + b
+    out[..., 0] = np.bincount(cell, minlength=out[..., 0].size).reshape(out.shape[:3])
+    out[..., 1] = np.bincount(cell, weights=np.concatenate([send_time, recv_time]) / defs.resolution,
+                              minlength=out[..., 0].size).reshape(out.shape[:3])
     return out, bins
 
 
