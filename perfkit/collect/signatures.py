@@ -32,7 +32,8 @@ _P2P = "int count, MPI_Datatype datatype, int {peer}, int tag, MPI_Comm comm"
 SEND = "const void *buf, " + _P2P.format(peer="dest")
 RECV = "void *buf, " + _P2P.format(peer="source")
 SEND_HOOK = "pk_send(&pk, count, datatype, dest, tag, comm);"
-COLL_WAIT = "pk_coll_wait(&pk, comm); "
+COLL_WAIT = "pk_coll_wait(&pk, comm, 0); "  # rooted and prefix collectives (see pk_coll_wait)
+COLL_WAIT_ALL = "pk_coll_wait(&pk, comm, 1); "  # collectives where every member waits for every other
 GATHER = ("const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, "
           "MPI_Datatype recvtype, {tail}")
 REDUCE = "const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, {tail}"
@@ -90,33 +91,33 @@ def _completions() -> list[Signature]:
 def _collectives() -> list[Signature]:
     gather_bytes = "pk_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype)"
     return [
-        Signature("Barrier", "MPI_Comm comm", pre=COLL_WAIT, collective=True),
+        Signature("Barrier", "MPI_Comm comm", pre=COLL_WAIT_ALL, collective=True),
         Signature("Bcast", "void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm",
                   pre=COLL_WAIT + f"pk_coll_rooted(&pk, {TYPED}, root, comm, 1);", collective=True),
         Signature("Reduce", REDUCE.format(tail="int root, MPI_Comm comm"),
                   pre=COLL_WAIT + f"pk_coll_rooted(&pk, {TYPED}, root, comm, 0);", collective=True),
         Signature("Allreduce", REDUCE.format(tail="MPI_Comm comm"),
-                  pre=COLL_WAIT + f"pk_coll_all(&pk, {TYPED}, {TYPED}, comm, 0);", collective=True),
+                  pre=COLL_WAIT_ALL + f"pk_coll_all(&pk, {TYPED}, {TYPED}, comm, 0);", collective=True),
         Signature("Scan", REDUCE.format(tail="MPI_Comm comm"),
                   pre=COLL_WAIT + f"pk_coll_all(&pk, {TYPED}, {TYPED}, comm, 0);", collective=True),
         Signature("Exscan", REDUCE.format(tail="MPI_Comm comm"),
                   pre=COLL_WAIT + f"pk_coll_all(&pk, {TYPED}, {TYPED}, comm, 0);", collective=True),
         Signature("Reduce_scatter_block",
                   "const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm",
-                  pre=COLL_WAIT + "pk_coll_all(&pk, recvcount * pk_tsize(datatype), recvcount * pk_tsize(datatype), "
-                                  "comm, 1);", collective=True),
+                  pre=COLL_WAIT_ALL + "pk_coll_all(&pk, recvcount * pk_tsize(datatype), "
+                                      "recvcount * pk_tsize(datatype), comm, 1);", collective=True),
         Signature("Reduce_scatter", "const void *sendbuf, void *recvbuf, const int recvcounts[], "
-                  "MPI_Datatype datatype, MPI_Op op, MPI_Comm comm", pre=COLL_WAIT, collective=True),
+                  "MPI_Datatype datatype, MPI_Op op, MPI_Comm comm", pre=COLL_WAIT_ALL, collective=True),
         Signature("Gather", GATHER.format(tail="int root, MPI_Comm comm"),
                   pre=COLL_WAIT + f"pk_coll_rooted(&pk, {gather_bytes}, root, comm, 0);", collective=True),
         Signature("Scatter", GATHER.format(tail="int root, MPI_Comm comm"),
                   pre=COLL_WAIT + "pk_coll_rooted(&pk, pk_bytes(recvbuf, recvcount, recvtype, sendcount, sendtype), "
                                   "root, comm, 1);", collective=True),
         Signature("Allgather", GATHER.format(tail="MPI_Comm comm"),
-                  pre=COLL_WAIT + f"pk_coll_all(&pk, {gather_bytes}, recvcount * pk_tsize(recvtype), comm, 1);",
+                  pre=COLL_WAIT_ALL + f"pk_coll_all(&pk, {gather_bytes}, recvcount * pk_tsize(recvtype), comm, 1);",
                   collective=True),
         Signature("Alltoall", GATHER.format(tail="MPI_Comm comm"),
-                  pre=COLL_WAIT + f"pk_coll_all(&pk, {gather_bytes}, recvcount * pk_tsize(recvtype), comm, 1);",
+                  pre=COLL_WAIT_ALL + f"pk_coll_all(&pk, {gather_bytes}, recvcount * pk_tsize(recvtype), comm, 1);",
                   collective=True),
         Signature("Gatherv", "const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, "
                   "const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm",
@@ -130,13 +131,13 @@ def _collectives() -> list[Signature]:
                   collective=True),
         Signature("Allgatherv", "const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, "
                   "const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm",
-                  pre=COLL_WAIT + "pk_coll_all_v(&pk, NULL, MPI_DATATYPE_NULL, "
+                  pre=COLL_WAIT_ALL + "pk_coll_all_v(&pk, NULL, MPI_DATATYPE_NULL, "
                                   "pk_bytes(sendbuf, sendcount, sendtype, 0, MPI_DATATYPE_NULL), recvcounts, recvtype, "
                                   "comm);", collective=True),
         Signature("Alltoallv", "const void *sendbuf, const int sendcounts[], const int sdispls[], "
                   "MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], "
                   "MPI_Datatype recvtype, MPI_Comm comm",
-                  pre=COLL_WAIT + "pk_coll_all_v(&pk, sendbuf == MPI_IN_PLACE ? recvcounts : sendcounts, "
+                  pre=COLL_WAIT_ALL + "pk_coll_all_v(&pk, sendbuf == MPI_IN_PLACE ? recvcounts : sendcounts, "
                                   "sendbuf == MPI_IN_PLACE ? recvtype : sendtype, 0, recvcounts, recvtype, comm);",
                   collective=True),
     ]

@@ -93,6 +93,9 @@ typedef struct {
     int *world;                      /* comms: world rank of each (remote) rank, NULL until needed */
     int size, inter;
     int tid;                         /* comms: the trace's id, -1 if none */
+    double *cw_arrival, *cw_span;    /* comms: collectives whose wait is not yet known: arrival [s, rank 0's
+                                        clock] and duration [s] of each, with its function id */
+    int *cw_fid, cw_n;
     unsigned long long rid;          /* requests: the trace's id of the current operation */
 } pk_rec;
 
@@ -238,12 +241,18 @@ void pk_comm_new(pk_call *c, MPI_Comm comm) {
     TRACE(trace_comm(r));
 }
 
+static void cw_settle(pk_rec *r);
+
 void pk_comm_free(pk_call *c, MPI_Comm comm) {
     if (c->fid < 0) return;
     pk_rec *r = map_find(&comms, COMM_KEY(comm));
     if (!r) return;
+    cw_settle(r);
     if (r->shadow != MPI_COMM_NULL) PMPI_Comm_free(&r->shadow);
     free(r->world);
+    free(r->cw_arrival);
+    free(r->cw_span);
+    free(r->cw_fid);
     map_del(&comms, r);
 }
 
@@ -312,6 +321,75 @@ static void piggyback_drain(void) {
         }
 }
 
+/* ---------- collective wait, settled in batches ---------- */
+
+/* A collective's wait is the last member's arrival less this rank's (on rank 0's clock), at most the
+ * call's duration. Arrivals are kept per communicator and the last ones found by one max-reduction per
+ * CW_BATCH collectives (every member makes the same collectives on a communicator in the same order, so
+ * every member reaches a batch's end at the same call), when the communicator is freed, and in
+ * MPI_Finalize: nothing is added to the collectives themselves. The wait then moves from the call's
+ * own time to its b_ part. */
+enum { CW_BATCH = 4096 };
+
+static void cw_apply(pk_rec *r, const double *last) {
+    for (int i = 0; i < r->cw_n; i++) {
+        double wait = last[i] - r->cw_arrival[i], span = r->cw_span[i];
+        wait = wait < 0 ? 0 : (wait > span ? span : wait);
+        stat_of(r->cw_fid[i], PART_B)[M_TIME] += wait;
+        stat_of(r->cw_fid[i], PART_MAIN)[M_TIME] -= wait;
+    }
+    r->cw_n = 0;
+}
+
+static void cw_settle(pk_rec *r) {
+    if (!r->cw_n) return;
+    double *last = pk_calloc((size_t)r->cw_n, sizeof(double));
+    PMPI_Allreduce(r->cw_arrival, last, r->cw_n, MPI_DOUBLE, MPI_MAX, r->comm);
+    cw_apply(r, last);
+    free(last);
+}
+
+/* MPI_Finalize: every communicator's pending collectives, one non-blocking reduction each (members may
+ * hold their communicators in different orders) */
+static void cw_settle_all(void) {
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < comms.cap; i++) n += comms.slots && comms.slots[i].used && comms.slots[i].cw_n;
+    if (!n) return;
+    MPI_Request *reqs = pk_calloc(n, sizeof(MPI_Request));
+    double **last = pk_calloc(n, sizeof(double *));
+    pk_rec **recs = pk_calloc(n, sizeof(pk_rec *));
+    for (size_t i = 0; i < comms.cap; i++) {
+        pk_rec *r = &comms.slots[i];
+        if (!r->used || !r->cw_n) continue;
+        recs[k] = r;
+        last[k] = pk_calloc((size_t)r->cw_n, sizeof(double));
+        PMPI_Iallreduce(r->cw_arrival, last[k], r->cw_n, MPI_DOUBLE, MPI_MAX, r->comm, &reqs[k]);
+        k++;
+    }
+    PMPI_Waitall((int)n, reqs, MPI_STATUSES_IGNORE);
+    for (k = 0; k < n; k++) {
+        cw_apply(recs[k], last[k]);
+        free(last[k]);
+    }
+    free(reqs);
+    free(last);
+    free(recs);
+}
+
+static void cw_record(pk_call *c, double span) {
+    pk_rec *r = map_find(&comms, COMM_KEY(c->cw_comm));
+    if (!r) return; /* the call freed its communicator: its wait stays in its own time */
+    if (!r->cw_arrival) {
+        r->cw_arrival = pk_calloc(CW_BATCH, sizeof(double));
+        r->cw_span = pk_calloc(CW_BATCH, sizeof(double));
+        r->cw_fid = pk_calloc(CW_BATCH, sizeof(int));
+    }
+    r->cw_arrival[r->cw_n] = c->cw_arrival;
+    r->cw_span[r->cw_n] = span;
+    r->cw_fid[r->cw_n] = c->fid;
+    if (++r->cw_n == CW_BATCH) cw_settle(r);
+}
+
 /* ---------- calls ---------- */
 
 int pk_enter(pk_call *c, int fid) {
@@ -325,6 +403,7 @@ int pk_enter(pk_call *c, int fid) {
     c->fid = fid;
     c->tb = c->slt = 0;
     c->slt_measured = c->nsrc = 0;
+    c->cw_pending = 0;
     c->cw_req = MPI_REQUEST_NULL;
     c->t0 = pk_now();
     TRACE({
@@ -339,7 +418,7 @@ int pk_enter(pk_call *c, int fid) {
 
 void pk_leave(pk_call *c) {
     if (c->fid < 0) return;
-    if (c->cw_req != MPI_REQUEST_NULL) { /* the collective wait, from the reduction of arrival times */
+    if (c->cw_req != MPI_REQUEST_NULL) { /* a rooted collective's wait, from the reduction of arrival times */
         PMPI_Wait(&c->cw_req, MPI_STATUS_IGNORE);
         double span = pk_now() - c->t0, wait = c->cw_last - c->cw_arrival;
         c->tb = wait < 0 ? 0 : (wait > span ? span : wait);
@@ -367,6 +446,7 @@ void pk_leave(pk_call *c) {
     if (opt_mat)
         for (int i = 0; i < c->nsrc; i++) mat[3 * (size_t)call_src[i] + 2] += dur / c->nsrc;
     mpi_time += dur + c->tb;
+    if (c->cw_pending) cw_record(c, dur);
     pk_depth = 0;
 }
 
@@ -540,12 +620,15 @@ int *pk_ints(int n) {
 
 /* ---------- collectives ---------- */
 
-/* The synchronisation added to a collective: a max-reduction of the ranks' arrival times (on rank 0's
- * clock), started just before the collective and completed after it (pk_leave), so that its latency
- * overlaps the collective's own; the call still ends no earlier than the last arrival, the wait is
- * exactly "last arrival - own arrival", and the rest stays in the collective's column. Intercommunicators
- * get a plain barrier before the collective. */
-void pk_coll_wait(pk_call *c, MPI_Comm comm) {
+/* The collective wait, "last arrival - own arrival" (on rank 0's clock) at most the call's duration.
+ * A collective that makes every member wait for every other (``synchronising``: Barrier, Allreduce,
+ * Allgather(v), Alltoall(v), Reduce_scatter(_block)) ends after the last arrival anyway: its arrival is
+ * recorded and settled later in batches (cw_settle), nothing added to the call. A rooted or prefix
+ * collective (Bcast, Reduce, Gather(v), Scatter(v), Scan, Exscan) may let a rank leave before the last
+ * arrival: a max-reduction of the arrival times runs with it (started here, completed in pk_leave), so
+ * that the call ends no earlier than the last arrival, as after a barrier, and the wait is the same
+ * quantity. Intercommunicators get a plain barrier before the collective, timed whole. */
+void pk_coll_wait(pk_call *c, MPI_Comm comm, int synchronising) {
     TRACE({
         if (c->fid >= 0 && (c->coll_comm = comm_rec(comm)->tid) >= 0) pkt_coll_begin(c->t_enter);
     });
@@ -559,7 +642,12 @@ void pk_coll_wait(pk_call *c, MPI_Comm comm) {
     }
     c->t0 = t;
     c->cw_arrival = t + clock_offset;
-    PMPI_Iallreduce(&c->cw_arrival, &c->cw_last, 1, MPI_DOUBLE, MPI_MAX, comm, &c->cw_req);
+    if (synchronising) {
+        c->cw_comm = comm;
+        c->cw_pending = 1;
+    } else {
+        PMPI_Iallreduce(&c->cw_arrival, &c->cw_last, 1, MPI_DOUBLE, MPI_MAX, comm, &c->cw_req);
+    }
 }
 
 double pk_tsize(MPI_Datatype type) {
@@ -915,6 +1003,7 @@ void pk_finalize(void) {
     TRACE(pkt_enter(pkt_region_finalize(), t_fin));
     double compute = (t_fin - t_init_end) - mpi_time;
     piggyback_drain();
+    if (opt_cw) cw_settle_all();
     int aligned = opt_slt || opt_cw;
     TRACE(aligned = 1);
     double bound_init = clock_bound, offset_now = aligned ? clock_sync() : 0;

@@ -17,7 +17,9 @@ typedef struct pk_call {
     double slt;       /* send-late time found while completing receives [s] */
     int slt_measured; /* a receive completed with a piggybacked send time */
     int nsrc;         /* receives completed by this call (matrix time is shared among them) */
-    MPI_Request cw_req;        /* collective wait: the max-reduction of arrival times, running with the call */
+    int cw_pending;            /* collective wait: the call's arrival is to be recorded at its end */
+    MPI_Comm cw_comm;          /* its communicator */
+    MPI_Request cw_req;        /* or the max-reduction of arrival times, running with the call */
     double cw_arrival, cw_last; /* this rank's arrival and the last one, on rank 0's clock [s] */
     /* --trace only */
     double t_enter;             /* the call's start, before any collective wait [s] */
@@ -45,7 +47,7 @@ MPI_Status *pk_statuses(int n);
 int *pk_ints(int n);
 
 /* collectives */
-void pk_coll_wait(pk_call *c, MPI_Comm comm);
+void pk_coll_wait(pk_call *c, MPI_Comm comm, int synchronising);
 double pk_bytes(const void *sendbuf, int count, MPI_Datatype type, int alt_count, MPI_Datatype alt_type);
 double pk_tsize(MPI_Datatype type);
 void pk_coll_rooted(pk_call *c, double bytes_each, int root, MPI_Comm comm, int root_sends);
