@@ -1,13 +1,14 @@
 /* perfkit exchange: a bulk-synchronous program whose communication pattern is read from a file.
  *
- * Usage: exchange PATTERN [steps=N] [step=S] [warmup=N]
+ * Usage: exchange PATTERN [steps=N] [step=S] [warmup=N] [allreduce=N]
  *   PATTERN   text file, one "sender receiver bytes" per line (world ranks): what each step sends
  *   steps=N   time steps (default 10)
  *   step=S    compute per step and rank [s], a sleep (default 0.01)
  *   warmup=N  untimed steps before the loop (default 1)
+ *   allreduce=N  8-byte MPI_Allreduce calls after each step's exchange (default 0)
  *
  * Each step: compute, then every rank posts MPI_Irecv for each message it receives and MPI_Isend for
- * each it sends, then MPI_Waitall. Rank 0 prints "exchange: host R NAME" for every rank (where it ran)
+ * each it sends, then MPI_Waitall (then the step's allreduces). Rank 0 prints "exchange: host R NAME" for every rank (where it ran)
  * and "exchange: loop_s T" (the timed steps, between barriers, by MPI_Wtime). */
 #include <mpi.h>
 #include <stdio.h>
@@ -69,8 +70,8 @@ static void step_exchange(message *sends, long nsend, message *recvs, long nrecv
 int main(int argc, char **argv)
 {
     int rank, size, i;
-    long steps = 10, warmup = 1, k, nsend, nrecv, biggest;
-    double step = 0.01, t0, t1;
+    long steps = 10, warmup = 1, allreduces = 0, k, j, nsend, nrecv, biggest;
+    double step = 0.01, t0, t1, one = 1, sum;
     message *sends, *recvs;
     char host[256] = "", *hosts = NULL, *out, *in;
     MPI_Request *req;
@@ -80,13 +81,14 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: exchange PATTERN [steps=N] [step=S] [warmup=N]\n");
+            fprintf(stderr, "usage: exchange PATTERN [steps=N] [step=S] [warmup=N] [allreduce=N]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     for (i = 2; i < argc; i++) {
         if (!strncmp(argv[i], "steps=", 6)) steps = atol(argv[i] + 6);
         else if (!strncmp(argv[i], "step=", 5)) step = atof(argv[i] + 5);
         else if (!strncmp(argv[i], "warmup=", 7)) warmup = atol(argv[i] + 7);
+        else if (!strncmp(argv[i], "allreduce=", 10)) allreduces = atol(argv[i] + 10);
         else {
             if (rank == 0)
                 fprintf(stderr, "exchange: unknown parameter '%s'\n", argv[i]);
@@ -116,6 +118,8 @@ int main(int argc, char **argv)
     for (k = 0; k < steps; k++) {
         pk_lab_sleep(step);
         step_exchange(sends, nsend, recvs, nrecv, out, in, biggest, req);
+        for (j = 0; j < allreduces; j++)
+            MPI_Allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     t1 = MPI_Wtime();
