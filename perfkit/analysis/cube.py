@@ -1,8 +1,10 @@
 """NumPy views of the profile cube and reductions over its ``function`` axis by a label per function.
 
 On a dask-backed cube (``perfkit.load(store, chunks={"rank": n})``) the analyses never hold the
-cube: ``per_rank`` reduces it one block of ranks at a time to small per-rank arrays, ``over_ranks``
-sums it over ranks, and ``evaluate`` computes several such reductions in one read of the cube.
+cube: ``per_rank`` reduces it one block of runs x ranks at a time to small per-rank arrays,
+``over_ranks`` sums it over ranks, and ``evaluate`` computes several such reductions in one read of
+the cube. No block spans more runs than a chunk of the cube: memory follows the chunk, not the
+number of runs.
 
 ``group_sum`` and ``group_min`` give what ``DataArray.groupby(label).sum(skipna=True, min_count=1)``
 and ``.min(skipna=True)`` give over ``function`` (labels sorted, each label's functions taken in
@@ -12,7 +14,7 @@ their order), on plain arrays whose last axis is ``function``, without xarray's 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import dask
@@ -70,31 +72,42 @@ def with_loaded_coords(ds: xr.Dataset) -> xr.Dataset:
     return ds.assign_coords(lazy) if lazy else ds
 
 
-def per_rank(ds: xr.Dataset, reduce: Callable[[np.ndarray], np.ndarray], metrics: Sequence[str],
-             functions: np.ndarray | None = None) -> Any:
-    """``reduce`` applied to the profile, one block of ranks at a time: a small per-rank result.
+def per_rank(ds: xr.Dataset, reduce: Callable[..., np.ndarray], metrics: Sequence[str],
+             functions: np.ndarray | None = None, per_run: Mapping[str, np.ndarray] | None = None) -> Any:
+    """``reduce`` applied to the profile, one block of runs x ranks at a time: a small per-rank result.
 
     ``reduce`` takes a (run, rank, function, metric) array of ``metrics`` (in that order; only the
     ``functions`` selected by the boolean mask, default all) and returns (run, rank, ...), each
-    rank's result depending on that rank's values alone (a block holds every run of its ranks).
-    On a dask-backed cube the result is a dask array computed block by block (pass it to
-    ``evaluate``); otherwise a numpy array.
+    rank's result depending on that rank's values in that run alone. With ``per_run`` (arrays whose
+    first axis is ``run``, e.g. values reduced over ranks beforehand) it is called as
+    ``reduce(block, parts)``, ``parts`` holding those arrays restricted to the block's runs.
+    On a dask-backed cube the result is a dask array chunked as the cube along ``run`` and
+    ``rank`` (``perfkit.load`` reads ``RUN_CHUNK`` runs per chunk), computed block by block: reduce
+    it further or pass it to ``evaluate``; otherwise a numpy array.
     """
     index = [ds.indexes["metric"].get_loc(metric) for metric in metrics]
     profile = ds.variables["profile"].transpose("run", "rank", "function", "metric")[..., index]
     if functions is not None:
         profile = profile[:, :, np.flatnonzero(functions)]
     if profile.chunks is None:
-        return reduce(np.asarray(profile.values))
-    data = profile.data.rechunk({0: -1, 2: -1, 3: -1})
+        values = np.asarray(profile.values)
+        return reduce(values) if per_run is None else reduce(values, per_run)
+    data = profile.data.rechunk({2: -1, 3: -1})
+
+    def block_reduce(block: np.ndarray, block_info: dict[Any, Any] | None = None) -> np.ndarray:
+        if per_run is None:
+            return reduce(block)
+        start, stop = block_info[0]["array-location"][0] if block_info else (0, block.shape[0])
+        return reduce(block, {name: values[start:stop] for name, values in per_run.items()})
+
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        sample = reduce(np.zeros((data.shape[0], 1, *data.shape[2:])))
+        sample = block_reduce(np.zeros((data.shape[0], 1, *data.shape[2:])))
     trailing = sample.shape[2:]
     layout = {"drop_axis": list(range(2 + len(trailing), 4))} if len(trailing) < 2 else {
         "new_axis": list(range(4, 2 + len(trailing)))}
-    return data.map_blocks(reduce, dtype=sample.dtype, chunks=(*data.chunks[:2], *((n,) for n in trailing)),
-                           **layout)
+    return data.map_blocks(block_reduce, dtype=sample.dtype, meta=np.empty((0,) * (2 + len(trailing)), sample.dtype),
+                           chunks=(*data.chunks[:2], *((n,) for n in trailing)), **layout)
 
 
 def over_ranks(ds: xr.Dataset, metrics: Sequence[str] | None = None) -> tuple[Any, Any]:

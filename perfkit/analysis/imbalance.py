@@ -53,16 +53,15 @@ def grouped(ds: xr.Dataset, by: Group = "function", metric: str = "time") -> xr.
     """Per-rank totals of ``metric`` per ``by`` group, dims (run, rank, group); NaN for absent ranks.
 
     Absent ranks (NaN everywhere in a run) stay NaN; an existing rank without a value for a group
-    that the run has is 0. On a dask-backed cube, totals per ``kind`` or ``call`` come back in
-    memory (a few values per rank); per ``function`` they stay lazy, the cube being read once here
-    for the groups each run has.
+    that the run has is 0. On a dask-backed cube the totals stay lazy, chunked as the cube along
+    run and rank, the cube being read once here for the groups each run has.
     """
     ds = with_loaded_coords(ds)
     values = ds["profile"].sel(metric=metric).transpose("run", "rank", "function")
     if by != "function":
         labels = ds[by].values
         groups = np.unique(labels)
-        sums = evaluate(per_rank(ds, lambda block: group_sum(block[..., 0], labels)[1], [metric]))[0]
+        sums = per_rank(ds, lambda block: group_sum(block[..., 0], labels)[1], [metric])
         coords = {name: var for name, var in values.coords.variables.items() if "function" not in var.dims}
         values = xr.DataArray(sums, dims=("run", "rank", by), coords={**coords, by: groups}, name=values.name)
     data = values.data

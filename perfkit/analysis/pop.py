@@ -47,7 +47,7 @@ import numpy as np
 import xarray as xr
 
 from perfkit.analysis.cube import evaluate, over_ranks, per_rank, run_coords, with_loaded_coords
-from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, breakdown
+from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, lazy_breakdown
 
 #: The hierarchy, top down, with each metric's depth (for the indented POP table).
 HIERARCHY: tuple[tuple[str, int], ...] = (
@@ -80,29 +80,20 @@ def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | No
     ``weak`` marks a weak-scaling series (default: the ``scaling`` run coordinate when present).
     """
     ds = with_loaded_coords(ds.drop_vars("traffic", errors="ignore"))
-    return pop_from_parts(ds, breakdown(ds), reference=reference, weak=weak)
+    return pop_from_parts(ds, lazy_breakdown(ds), reference=reference, weak=weak)
 
 
 def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: str | None = None,
                    weak: bool | None = None) -> xr.Dataset:
-    """``pop_metrics`` from an already computed ``breakdown`` of ``ds``."""
+    """``pop_metrics`` from a ``breakdown`` of ``ds`` (in memory, or lazy: reduced over ranks block by block)."""
     ds = with_loaded_coords(ds)
-    startup, present, busy = evaluate(startup_per_rank(ds), *_busy_functions(ds))
-    time = parts["time"]
-    compute = time.sel(kind="compute").values
-    transfer = time.sel(kind="transfer").values
-    full = parts["total"].values
-    exists = ~np.isnan(full)
-    total = full - startup
-    per_rank = exists.any(axis=1) & ~np.isnan(np.where(exists, compute, 0.0)).all(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # runs without per-rank values: NaN, reported below
-        useful_max = np.where(per_rank, np.fmax.reduce(np.where(exists, compute, np.nan), axis=1), np.nan)
-        useful_mean = np.where(per_rank, np.nanmean(np.where(exists, compute, np.nan), axis=1), np.nan)
-        useful_total = useful_mean * exists.sum(axis=1)
-        longest = np.fmax.reduce(total, axis=1)
-        elapsed = _elapsed(ds, np.fmax.reduce(full, axis=1)) - (np.fmax.reduce(full, axis=1) - longest)
-        ideal = np.fmax.reduce(total - transfer, axis=1) + np.fmax(elapsed - longest, 0.0)
+    present, busy, per_rank, useful_max, useful_mean, count, longest, longest_full, longest_busy = _over_ranks(
+        ds, parts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        useful_max, useful_mean = np.where(per_rank, useful_max, np.nan), np.where(per_rank, useful_mean, np.nan)
+        useful_total = useful_mean * count
+        elapsed = _elapsed(ds, longest_full) - (longest_full - longest)
+        ideal = longest_busy + np.fmax(elapsed - longest, 0.0)
         values = {
             "load_balance": useful_mean / useful_max,
             "communication_efficiency": useful_max / elapsed,
@@ -129,7 +120,7 @@ def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: str | None =
         for name in _COMPUTE_ONLY:
             note[i, column[name]] = "compute time per rank and elapsed time from the profile"
         for name in _NETWORK:
-            source[i, column[name]], note[i, column[name]] = _network_source(estimated[i], int(exists[i].sum()))
+            source[i, column[name]], note[i, column[name]] = _network_source(estimated[i], int(count[i]))
     scalability, scal_note = _scalability(ds, labels, useful_total, reference, weak)
     values["computation_scalability"] = scalability
     values["global_efficiency"] = values["parallel_efficiency"] * scalability
@@ -154,6 +145,26 @@ def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: str | None =
     })
     coords = {name: var for name, var in run_coords(ds).items() if name != "elapsed"}
     return xr.Dataset(data, coords={**coords, "efficiency": list(EFFICIENCIES)})
+
+
+def _over_ranks(ds: xr.Dataset, parts: xr.Dataset) -> tuple[np.ndarray, ...]:
+    """What ``pop_from_parts`` needs of the ranks, per run, in one read of a lazy cube.
+
+    Per (run, function): some rank has a time, the time over ranks is above 0. Per run: whether
+    every existing rank has a compute time, the largest and the mean compute time [s], the number
+    of ranks, the largest total without start-up, with it, and without start-up and transfers [s].
+    """
+    time = parts["time"]
+    compute, transfer = time.sel(kind="compute").data, time.sel(kind="transfer").data
+    full = parts["total"].data
+    exists = ~np.isnan(full)
+    total = full - startup_per_rank(ds)
+    useful = np.where(exists, compute, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # runs without per-rank values: NaN
+        return evaluate(*_busy_functions(ds), exists.any(axis=1) & ~np.isnan(np.where(exists, compute, 0.0)).all(
+            axis=1), np.nanmax(useful, axis=1), np.nanmean(useful, axis=1),
+            exists.sum(axis=1), np.nanmax(total, axis=1), np.nanmax(full, axis=1), np.nanmax(total - transfer, axis=1))
 
 
 _NO_RANKS = "no per-rank times in the profile (e.g. a concise mpiP report states only means and maxima)"

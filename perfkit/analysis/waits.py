@@ -169,17 +169,29 @@ def split_and_breakdown(ds: xr.Dataset, *, split: bool = True,
     floors = calls.over_ranks()
     blocks = []
     if split:
-        parts = per_rank(ds, lambda block: np.stack(calls.split(block, floors), axis=-1), calls.metrics, calls.comm)
+        parts = per_rank(ds, lambda block, runs: np.stack(calls.split(block, runs), axis=-1), calls.metrics,
+                         calls.comm, per_run=floors)
         blocks.append(parts.transpose(3, 2, 0, 1))  # (part, call, run, rank), ranks contiguous: see ``_split_of``
     if kinds:
-        blocks += [per_rank(ds, lambda block: calls.per_kind(block, floors), calls.metrics, calls.comm),
-                   _kind_sums(ds)]
+        blocks += [per_rank(ds, calls.per_kind, calls.metrics, calls.comm, per_run=floors), _kind_sums(ds)]
     computed = list(evaluate(*blocks))
     out = _split_of(ds, calls, floors, computed.pop(0)) if split else None
     if not kinds:
         return out, None
     comm, kind_sums = computed
     return out, _breakdown_of(ds, comm[..., :-1], kind_sums, (comm[..., -1] > 0).any(axis=1))
+
+
+def lazy_breakdown(ds: xr.Dataset) -> xr.Dataset:
+    """``breakdown(ds)``, dask-backed on a dask-backed cube (chunked as the cube along run and rank).
+
+    The cube is read once here for the fastest rank of every call; reduce the result over ranks
+    and pass the reductions to ``cube.evaluate``, which reads it a second time, a block at a time.
+    """
+    ds = with_loaded_coords(ds)
+    calls = _Calls(ds)
+    comm = per_rank(ds, calls.per_kind, calls.metrics, calls.comm, per_run=calls.over_ranks())
+    return _breakdown_of(ds, comm[..., :-1], _kind_sums(ds), (comm[..., -1] > 0).any(axis=1))
 
 
 def _split_of(ds: xr.Dataset, calls: _Calls, floors: dict[str, np.ndarray], parts: np.ndarray) -> xr.Dataset:
