@@ -593,7 +593,10 @@ void pk_completed(pk_call *c, const MPI_Request *snapshot, int n, const int *don
         pk_rec *r = map_find(&requests, REQ_KEY(snapshot[i]));
         if (!r) continue;
         if (r->kind == 1) received(c, r->fid, r->comm, &statuses[done ? k : i], r->rid);
-        TRACE(if (r->kind >= 2 && r->rid) pkt_isend_complete(pk_now(), r->rid));
+        TRACE(if (r->kind >= 2 && r->rid) {
+            pkt_isend_complete(pk_now(), r->rid);
+            r->rid = 0; /* a persistent send completes once per start */
+        });
         if (!r->persistent) map_del(&requests, r);
     }
 }
