@@ -13,6 +13,11 @@ rank's, from the profile's ``MPI_Init`` row; uninstrumented, from a program that
 ``MPI_Init``); Open MPI and MPICH, configurations alternated and rotated each round, the 1-minute
 load average with every run. Writes ``results/collector_testbed.json``.
 ``python benchmarks/bench_collector.py --testbed-only [--mpi openmpi,mpich] [--repeats 3]``.
+
+Tracing (``--trace-only`` runs this section alone): the same halo exchange with ``--trace`` against the
+same options without it (basic, and all three), and with a 1 MiB trace buffer that is flushed many times
+during the run; the steps' time as above, the overhead against the untraced run of the same options,
+the events and bytes written per rank. Writes ``results/collector_trace.json``.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ CONFIGS = {
 }
 
 
-def _wall(nprocs: int, steps: int, options: dict[str, bool] | None, workdir: Path) -> float:
+def _wall(nprocs: int, steps: int, options: dict | None, workdir: Path) -> float:
     """Wall time [s] of one launch (uninstrumented when ``options`` is None)."""
     if options is None:
         run = lab.run_uninstrumented("balanced", nprocs, steps=steps, step_seconds=STEP_SECONDS)
@@ -73,6 +78,63 @@ def lab_section(nprocs: int, out: Path) -> dict:
                              if k != "uninstrumented"},
     }
     print(json.dumps(result, indent=2))
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+TRACE_CONFIGS = {
+    "basic": CONFIGS["basic"],
+    "basic+trace": {**CONFIGS["basic"], "trace": True},
+    "basic+trace, 1 MiB buffer": {**CONFIGS["basic"], "trace": True, "trace_buffer": 1.0},
+    "all": CONFIGS["all"],
+    "all+trace": {**CONFIGS["all"], "trace": True},
+}
+#: Each traced configuration against the untraced run of the same options.
+TRACE_REFERENCE = {"basic+trace": "basic", "basic+trace, 1 MiB buffer": "basic", "all+trace": "all"}
+
+
+def _trace_size(nprocs: int, options: dict, workdir: Path) -> dict:
+    """Events and bytes of the event files per rank, and buffer flushes, of one run of STEPS steps."""
+    from perfkit.collect.trace import trace_summary
+
+    run = lab.run("balanced", nprocs, steps=STEPS, step_seconds=STEP_SECONDS, workdir=workdir, **options)
+    summary = trace_summary(run.trace)
+    files = sorted((run.trace / "traces").glob("*.evt"))
+    return {"events_per_rank": round(summary.events / summary.ranks),
+            "event_file_bytes_per_rank": round(sum(f.stat().st_size for f in files) / len(files)),
+            "buffer_flushes_per_rank": summary.flushes / summary.ranks, "events_dropped": summary.dropped}
+
+
+def trace_section(nprocs: int, out: Path) -> dict:
+    """Steps' time with and without --trace, its overhead [%] and what the trace holds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        lab.run("balanced", nprocs, steps=1, step_seconds=STEP_SECONDS, workdir=work, trace=True)  # build both
+        lab.run("balanced", nprocs, steps=1, step_seconds=STEP_SECONDS, workdir=work)
+        configs = {"uninstrumented": None, **TRACE_CONFIGS}
+        samples: dict[str, list[float]] = {name: [] for name in configs}
+        load = []
+        for _ in range(REPEATS):
+            for name, options in configs.items():
+                samples[name].append(_wall(nprocs, STEPS, options, work) - _wall(nprocs, 0, options, work))
+            load.append(os.getloadavg()[0])
+        steps_time = {name: statistics.median(values) for name, values in samples.items()}
+        sizes = {name: _trace_size(nprocs, options, work) for name, options in TRACE_CONFIGS.items()
+                 if options.get("trace")}
+    result = {
+        "program": f"lab balanced halo exchange, {nprocs} ranks, {STEPS} steps of {STEP_SECONDS * 1e3:g} ms",
+        "repeats": REPEATS,
+        "load_average_1min": load,
+        "steps_seconds": {k: round(v, 4) for k, v in steps_time.items()},
+        "overhead_percent_vs_uninstrumented": {k: round(100 * (v / steps_time["uninstrumented"] - 1), 2)
+                                               for k, v in steps_time.items() if k != "uninstrumented"},
+        "trace_overhead_percent": {k: round(100 * (steps_time[k] / steps_time[ref] - 1), 2)
+                                   for k, ref in TRACE_REFERENCE.items()},
+        "trace": sizes,
+        "samples_seconds": {k: [round(x, 4) for x in v] for k, v in samples.items()},
+    }
+    print(json.dumps({k: v for k, v in result.items() if k != "samples_seconds"}, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     return result
 
@@ -242,9 +304,15 @@ def main() -> None:
     parser.add_argument("--mpi", default="openmpi,mpich", help="MPIs on the testbed, comma-separated")
     parser.add_argument("--repeats", type=int, default=TB_REPEATS, help="rounds on the testbed")
     parser.add_argument("--testbed-out", default=str(RESULTS / "collector_testbed.json"))
+    parser.add_argument("--trace-only", action="store_true", help="run only the section on --trace")
+    parser.add_argument("--trace-out", default=str(RESULTS / "collector_trace.json"))
     args = parser.parse_args()
+    if args.trace_only:
+        trace_section(args.nprocs, Path(args.trace_out))
+        return
     if not args.testbed_only:
         lab_section(args.nprocs, Path(args.out))
+        trace_section(args.nprocs, Path(args.trace_out))
     testbed_section(args.mpi.split(","), args.repeats, Path(args.testbed_out))
 
 

@@ -24,7 +24,7 @@ from perfkit.collect.lab.compare import deviation, measured
 from perfkit.collect.lab.scenarios import SCENARIOS, Scenario
 from perfkit.collect.lab.truth import get_scenario, load_truth, read_record, save_truth, truth, truth_path
 from perfkit.collect.launch import mpirun_command
-from perfkit.collect.run import stop_process_group
+from perfkit.collect.run import TRACE_BUFFER_MB, stop_process_group
 
 __all__ = [
     "LabBuildError",
@@ -112,6 +112,7 @@ def run(
     timeout: float | None = 120,
     env: Mapping[str, str] | None = None,
     trace: bool = False,
+    trace_buffer: float = TRACE_BUFFER_MB,
     launcher: str = "mpirun",
     **params: Any,
 ) -> LabRun:
@@ -119,7 +120,8 @@ def run(
 
     The profile is written to ``<workdir>/<scenario>-np<nprocs>.mpinside`` (a new temporary
     directory when ``workdir`` is None), its truth beside it (``.truth.nc``) and the realised truth
-    too (``.realised.truth.nc``); with ``trace`` the OTF2 archive too (``.mpinside.otf2/``).
+    too (``.realised.truth.nc``); with ``trace`` the OTF2 archive too (``.mpinside.otf2/``), each rank
+    buffering ``trace_buffer`` MiB of events.
     """
     from perfkit import open_profile
     from perfkit.collect import collect
@@ -135,7 +137,7 @@ def run(
     save_truth(expected, output)
     t0 = time.perf_counter()
     res = collect(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
-                  timeout=timeout, env=env, cwd=wd, trace=trace)
+                  timeout=timeout, env=env, cwd=wd, trace=trace, trace_buffer=trace_buffer)
     wall = time.perf_counter() - t0
     profile = open_profile(res.output) if res.output is not None else None
     intervals = read_record(record, nprocs) if res.output is not None else None
