@@ -212,8 +212,7 @@ def link_network(text: str, topology: Topology) -> Network | None:
     bytes; leaf uplinks as fast), or None when ``text`` is empty (rate unknown)."""
     if not text.strip():
         return None
-    from perfkit.collect.testbed.spec import parse_rate  # the rate syntax of perfkit testbed and place
-    from perfkit.placement.network import Network
+    from perfkit.placement.network import Network, parse_rate  # the rate syntax of perfkit testbed and place
 
     rate = parse_rate(text)
     return Network.described(rate, uplink_bit_s=rate if topology.switch_size else None)

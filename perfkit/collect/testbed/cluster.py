@@ -32,7 +32,7 @@ class Testbed:
 
     def __init__(self, nodes: int, cores: int, *, bandwidth: float | str = 200e6, latency: float | str = 0.0,
                  switch_size: int | None = None, uplink: float | str | None = None) -> None:
-        from perfkit.collect.testbed.spec import parse_rate, parse_time
+        from perfkit.placement.network import parse_rate, parse_time
 
         self.spec = TestbedSpec(nodes, cores, parse_rate(bandwidth), parse_time(latency), switch_size,
                                 None if uplink is None else parse_rate(uplink))

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.collect.testbed.cluster import Testbed
-from perfkit.collect.testbed.spec import parse_rate
 from perfkit.io.open import open_profile
-from perfkit.placement.network import REPEATABILITY, Network
+from perfkit.placement.network import REPEATABILITY, Network, parse_rate
 from perfkit.placement.predict import predict_network, predict_placement, run_seconds
 from perfkit.placement.strategies import place
 from perfkit.placement.topology import Topology

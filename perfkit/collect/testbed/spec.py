@@ -2,41 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-_RATE_UNITS = {"": 1, "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bps": 8, "kbps": 8e3, "mbps": 8e6,
-               "gbps": 8e9}
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-
-
-def parse_rate(text: str | float) -> float:
-    """A link rate in bit/s from ``"200mbit"``, ``"1gbit"``, ``"25mbps"`` (bytes) or a number of bit/s."""
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*", str(text).lower())
-        if not match or match.group(2) not in _RATE_UNITS:
-            raise ValueError(f"link rate {text!r}: expected a number with a unit such as 200mbit, 1gbit or 25mbps")
-        value = float(match.group(1)) * _RATE_UNITS[match.group(2)]
-    if not 8e3 <= value <= 1e11:
-        raise ValueError(f"link rate {text!r}: expected between 8kbit and 100gbit")
-    return value
-
-
-def parse_time(text: str | float) -> float:
-    """A latency in seconds from ``"100us"``, ``"1ms"``, ``"0"`` or a number of seconds."""
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|ns)?\s*", str(text).lower())
-        if not match:
-            raise ValueError(f"latency {text!r}: expected a number with a unit such as 100us or 1ms")
-        value = float(match.group(1)) * _TIME_UNITS[match.group(2) or "s"]
-    if not 0 <= value <= 1.0:
-        raise ValueError(f"latency {text!r}: expected between 0 and 1 s")
-    return value
+from perfkit.placement.network import parse_rate, parse_time
 
 
 @dataclass(frozen=True)
