@@ -78,7 +78,7 @@ def _scaled(value: float, units: Iterable[tuple[float, float, str]], digits: int
     for floor, scale, unit in chosen:
         shown = _rounded(value / scale, digits)
         if abs(shown) * scale >= floor and shown != 0:
-            return f"{significant(shown, digits, signed)} {unit}"
+            return f"{significant(value / scale, digits, signed)} {unit}"
     return f"0 {chosen[-1][2]}"
 
 
@@ -102,7 +102,7 @@ def _si(value: float, unit: str, signed: bool, digits: int, integer_below: bool)
     for scale, prefix in _SI:
         shown = _rounded(value / scale, digits)
         if abs(shown) >= 1:
-            return f"{significant(shown, digits, signed)} {prefix}{unit}"
+            return f"{significant(value / scale, digits, signed)} {prefix}{unit}"
     if integer_below:
         return f"{value:{'+' if signed and value != 0 else ''},.0f} {unit}"
     return f"{significant(value, digits, signed)} {unit}"
@@ -184,7 +184,7 @@ def sentences(*parts: str) -> str:
     return " ".join(part.strip() for part in parts if part and part.strip())
 
 
-_UNREADABLE = re.compile(r"\bnan\b|\binf(inity)?\b|\d\.?[eE][+-]?\d|\bnp\.|float64|int64", re.IGNORECASE)
+_UNREADABLE = re.compile(r"\bnan\b|\binf(?:inity)?\b|\d+(?:\.\d*)?[eE][+-]?\d+|\bnp\.|float64|int64", re.IGNORECASE)
 
 
 def unreadable(text: str) -> list[str]:
