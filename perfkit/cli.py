@@ -120,13 +120,11 @@ def _configure_convert(parser: argparse.ArgumentParser) -> Runner:
 
 
 def _run_convert(args: argparse.Namespace) -> int:
-    from perfkit.signals import stopped, stopping
+    from perfkit import signals
 
-    with stopping():
-        try:
-            return _convert(args)
-        except KeyboardInterrupt as exc:
-            return stopped("convert", exc, f"{args.output} left as it was, temporary files removed")
+    before = _identity(args.output)
+    return signals.run("convert", lambda: _convert(args),
+                       lambda: f"{_fate(args.output, before)}, temporary files removed")
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -292,13 +290,28 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
 
 
 def _run_place(args: argparse.Namespace) -> int:
-    from perfkit.signals import stopped, stopping
+    from perfkit import signals
 
-    with stopping():
-        try:
-            return _place(args)
-        except KeyboardInterrupt as exc:
-            return stopped("place", exc, "no file written, temporary files removed")
+    outputs = [path for path in (args.output, args.prediction) if path]
+    before = [_identity(path) for path in outputs]
+    fates = lambda: ", ".join(_fate(path, old) for path, old in zip(outputs, before)) or "nothing written"  # noqa: E731
+    return signals.run("place", lambda: _place(args), lambda: f"{fates()}, temporary files removed")
+
+
+def _identity(path: str | Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, None if absent: an output put in place by a rename gets a new one."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _fate(path: str | Path, before: tuple[int, int] | None) -> str:
+    """What a stopped command did to the output ``path`` whose identity was ``before``."""
+    if _identity(path) == before:
+        return f"{path} {'left as it was' if before is not None else 'not written'}"
+    return f"{path} written completely before the stop"
 
 
 def _place(args: argparse.Namespace) -> int:

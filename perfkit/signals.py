@@ -3,15 +3,17 @@
 Inside ``stopping()`` the first of these signals raises ``KeyboardInterrupt(name)`` in the main
 thread, so that ``finally`` blocks and context managers remove temporaries as the exception
 unwinds; later ones are ignored until the block is left (cleaning up is not interrupted). The
-command then reports it with ``stopped``: one line on stderr and the shell's status, 128 + the
-signal's number (SIGINT 130, SIGTERM 143, SIGHUP 129).
+command then reports it: one line on stderr and the shell's status, 128 + the
+signal's number (SIGINT 130, SIGTERM 143, SIGHUP 129); ``run`` does both.
 """
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -40,14 +42,24 @@ def stopping() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def status(exc: KeyboardInterrupt) -> int:
-    """The exit status for the signal that raised ``exc``: 128 + its number (a bare interrupt is SIGINT)."""
-    name = str(exc) if str(exc) in signal.Signals.__members__ else "SIGINT"
+def status(name: str) -> int:
+    """The exit status for the signal ``name``: 128 + its number."""
     return 128 + signal.Signals[name].value
 
 
-def stopped(command: str, exc: KeyboardInterrupt, what: str) -> int:
-    """Print ``perfkit COMMAND: stopped by SIGNAME; WHAT`` on stderr and return the exit status."""
-    name = str(exc) if str(exc) in signal.Signals.__members__ else "SIGINT"
-    print(f"perfkit {command}: stopped by {name}; {what}", file=sys.stderr)
-    return status(exc)
+def run(command: str, body: Callable[[], int], fate: Callable[[], str]) -> int:
+    """``body()`` inside ``stopping()``; if a signal stops it, print ``perfkit COMMAND: stopped by SIGNAME;
+    FATE`` (``fate()``, called once the temporaries are removed) on stderr and return 128 + its number.
+
+    What the signal interrupted is released quietly (zarr's coroutines cut short warn "never awaited").
+    """
+    with warnings.catch_warnings():
+        with stopping():
+            try:
+                return body()
+            except KeyboardInterrupt as exc:
+                warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+                name = str(exc) if str(exc) in signal.Signals.__members__ else "SIGINT"
+        gc.collect()
+    print(f"perfkit {command}: stopped by {name}; {fate()}", file=sys.stderr)
+    return status(name)

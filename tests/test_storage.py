@@ -55,3 +55,56 @@ def test_lazy_load(tmp_path, two_runs):
     lazy = perfkit.load(path, chunks={"rank": 4})
     assert lazy["profile"].chunks is not None
     np.testing.assert_array_equal(lazy["profile"].values, perfkit.combine_runs(two_runs)["profile"].values)
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_an_existing_output_is_replaced_only_with_overwrite(tmp_path, two_runs, suffix):
+    from tests.kill_harness import tree_hash
+
+    path = perfkit.save(two_runs[0], tmp_path / f"cube{suffix}")
+    before = tree_hash(path)
+    with pytest.raises(FileExistsError, match="overwrite=True replaces it"):
+        perfkit.save(two_runs[1], path)
+    assert tree_hash(path) == before
+    xr.testing.assert_identical(perfkit.load(perfkit.save(two_runs[1], path, overwrite=True)), two_runs[1])
+    assert sorted(tmp_path.iterdir()) == [path]  # no temporary left
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_a_failed_save_leaves_the_old_file_byte_for_byte(tmp_path, two_runs, suffix, monkeypatch):
+    from tests.kill_harness import tree_hash
+
+    path = perfkit.save(two_runs[0], tmp_path / f"cube{suffix}")
+    before = tree_hash(path)
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(perfkit.storage, "mark_complete", fail)  # everything written but the mark
+    with pytest.raises(OSError, match="disk full"):
+        perfkit.save(two_runs[1], path, overwrite=True)
+    assert tree_hash(path) == before and sorted(tmp_path.iterdir()) == [path]
+
+
+def test_a_store_without_the_completeness_mark_is_refused(tmp_path, two_runs):
+    """The mark is written last: a store written up to it but not it (or written by other software) is refused."""
+    import zarr
+
+    ds = perfkit.combine_runs(two_runs)
+    store = perfkit.save(ds, tmp_path / "cube.zarr")
+    group = zarr.open_group(str(store), mode="r+", zarr_format=2)
+    group.attrs[perfkit.storage.COMPLETE] = 1  # says one run, holds two
+    zarr.consolidate_metadata(str(store))
+    with pytest.raises(perfkit.PerfkitFormatError, match="says 1 runs, the store holds 2"):
+        perfkit.load(store)
+    del group.attrs[perfkit.storage.COMPLETE]
+    zarr.consolidate_metadata(str(store))
+    for chunks in (None, {}):
+        with pytest.raises(perfkit.PerfkitFormatError, match=r"no completeness mark \(attribute 'perfkit_complete'"):
+            perfkit.load(store, chunks=chunks)
+    (store / ".zmetadata").unlink()
+    with pytest.raises(perfkit.PerfkitFormatError, match=r"no consolidated metadata \(.zmetadata\)"):
+        perfkit.load(store)
+    ds.to_netcdf(tmp_path / "plain.nc", engine="h5netcdf")
+    with pytest.raises(perfkit.PerfkitFormatError, match=r"plain\.nc: no completeness mark"):
+        perfkit.load(tmp_path / "plain.nc")
