@@ -24,6 +24,9 @@ profiled ranks' totals, kept). The waits are kept as they were on the real netwo
 rank spent for a partner's *transfer* stay in ``T_ideal``: ``TrE`` is then an upper bound and
 ``SerE`` a lower bound (the error is at most the transfer time on the critical path).
 
+A trace (``replay_elapsed``, ``perfkit.io.otf2.replay``) gives ``T_ideal`` exactly instead: its events
+replayed on an ideal network, the waits for a partner's transfer gone too.
+
 Sources (variable ``evidence``, dims ``run x efficiency``, with ``note`` saying why; the
 ``source`` run coordinate stays the file the run was read from):
 
@@ -94,6 +97,8 @@ def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: str | None =
         useful_total = useful_mean * count
         elapsed = _elapsed(ds, longest_full) - (longest_full - longest)
         ideal = longest_busy + np.fmax(elapsed - longest, 0.0)
+        replayed = ds["replay_elapsed"].values if "replay_elapsed" in ds.data_vars else np.full(ideal.shape, np.nan)
+        ideal = np.where(np.isfinite(replayed), replayed, ideal)
         values = {
             "load_balance": useful_mean / useful_max,
             "communication_efficiency": useful_max / elapsed,
@@ -120,7 +125,8 @@ def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: str | None =
         for name in _COMPUTE_ONLY:
             note[i, column[name]] = "compute time per rank and elapsed time from the profile"
         for name in _NETWORK:
-            source[i, column[name]], note[i, column[name]] = _network_source(estimated[i], int(count[i]))
+            source[i, column[name]], note[i, column[name]] = (
+                ("measured", _REPLAYED) if np.isfinite(replayed[i]) else _network_source(estimated[i], int(count[i])))
     scalability, scal_note = _scalability(ds, labels, useful_total, reference, weak)
     values["computation_scalability"] = scalability
     values["global_efficiency"] = values["parallel_efficiency"] * scalability
@@ -167,6 +173,7 @@ def _over_ranks(ds: xr.Dataset, parts: xr.Dataset) -> tuple[np.ndarray, ...]:
             exists.sum(axis=1), np.nanmax(total, axis=1), np.nanmax(full, axis=1), np.nanmax(total - transfer, axis=1))
 
 
+_REPLAYED = "ideal-network elapsed from replaying the trace's events (perfkit.io.otf2.replay)"
 _NO_RANKS = "no per-rank times in the profile (e.g. a concise mpiP report states only means and maxima)"
 _STATED = "from the report's stated means: (mean AppTime - mean MPI time) / max AppTime"
 

@@ -56,7 +56,7 @@ class RankEvents:
     collective event. ``send`` (n, 6): peer (world rank, -1 if unknown), comm, tag, bytes,
     instance, nonblocking; ``recv`` (n, 7): peer, comm, tag, bytes, instance, post (tick the
     receive was posted), seq (its posting order); ``coll`` (n, 6): comm, op, root (world rank or
-    -1), bytes sent, bytes received, instance.
+    -1), bytes sent, bytes received, instance. ``computed``: the rank's compute ticks in all.
     """
 
     rank: int
@@ -74,6 +74,7 @@ class RankEvents:
     coll: np.ndarray = field(default_factory=lambda: np.zeros((0, 6), dtype=np.int64))
     unbalanced: int = 0
     unmapped: int = 0
+    computed: int = 0
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The record tables by name: ``inst``, ``send``, ``recv``, ``coll``."""
@@ -315,7 +316,7 @@ class RankReducer:
             region_bytes_sent=table(sums[2], sums[2] > 0), region_msgs_sent=table(sums[3], sums[3] > 0),
             region_bytes_recv=table(sums[4], sums[4] > 0), region_msgs_recv=table(sums[5], sums[5] > 0),
             first=self.first, last=self.last, inst=inst, send=tables["send"], recv=tables["recv"],
-            coll=tables["coll"], unbalanced=self.unbalanced, unmapped=self.unmapped)
+            coll=tables["coll"], unbalanced=self.unbalanced, unmapped=self.unmapped, computed=self.computed)
 
 
 def stream_ranks(trace: Any, defs: Definitions, bins: Bins | None = None,

@@ -7,7 +7,9 @@ function rows, taken out of their call's time: ``w_MPI_Xxx`` late sender (kind
 collective waits (``wait_collective``); the rest of the call stays ``transfer``. ``traffic`` is
 exact from the message records, in world ranks; ``sizes`` histograms messages by size (power-of-two
 bins, labelled by their upper edge [B]); ``wait_states`` (run, rank, state) keeps Scalasca's finer
-states [s], with the wrong-order part of late sender. ``timeline`` (run, rank, time_bin,
+states [s], with the wrong-order part of late sender; ``replay_elapsed`` (run) the runtime [s] on an
+ideal network (``perfkit.io.otf2.replay``), from which ``perfkit.pop_metrics`` takes serialisation
+and transfer efficiency. ``timeline`` (run, rank, time_bin,
 timeline_kind) holds the seconds of each kind per rank in each of ``timeline_bins`` equal time bins
 (``perfkit.io.otf2.timeline``); ``phases`` (run, phase, phase_stat) compares the ranks' compute
 between synchronising calls (``perfkit.io.otf2.phases``).
@@ -27,6 +29,7 @@ from perfkit.io.otf2.definitions import EXPECTED, Definitions, function_of, read
 from perfkit.io.otf2.events import RankEvents, stream_ranks
 from perfkit.io.otf2.phases import STATS as PHASE_STATS
 from perfkit.io.otf2.phases import phase_table
+from perfkit.io.otf2.replay import ideal_runtime
 from perfkit.io.otf2.timeline import DEFAULT_BINS, NONE, Bins
 from perfkit.io.otf2.waits import BLOCKING_SENDS, STATES, Records, Waits, compute_waits
 from perfkit.model import COMPUTE, KINDS, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
@@ -144,6 +147,11 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
                   traffic=_traffic(defs, rec, waits), sizes=sizes, size_bins=bins, warnings=warnings, reader=READER)
     seconds = waits.states / defs.resolution
     ds["wait_states"] = (("run", "rank", "state"), seconds[np.newaxis], {"units": "s"})
+    computed = np.zeros(defs.nranks, dtype=np.int64)
+    computed[[r.rank for r in ranks]] = [r.computed for r in ranks]
+    ideal = ideal_runtime(rec, waits, computed, defs.comm_ranks) / defs.resolution
+    ds["replay_elapsed"] = ("run", [ideal], {"units": "s", "description": "runtime of the trace replayed on an "
+                                             "ideal network (perfkit.io.otf2.replay)"})
     ds = ds.assign_coords(state=list(STATES))
     ds.attrs["otf2_timer_resolution"] = defs.resolution
     names = {ref: function_of(name) for ref, name in defs.regions.items()}

@@ -1,0 +1,156 @@
+"""Replay of a trace on an ideal network: the runtime POP's serialisation and transfer efficiencies need.
+
+POP's definitions (POP Centre of Excellence, "POP Standard Metrics for Parallel Performance
+Analysis"): communication efficiency ``max_r C_r / T`` (``C_r`` rank r's computation time, ``T``
+the runtime) is the product of
+
+* serialisation efficiency ``SerE = max_r C_r / T_ideal``, and
+* transfer efficiency ``TrE = T_ideal / T``,
+
+where ``T_ideal`` is the runtime of the same execution on an *ideal network*, one that moves every
+message in no time (zero latency, infinite bandwidth).
+
+The replay finds ``T_ideal`` from the trace. Every rank keeps its computation, in its order:
+between two of its MPI call instances it computes as long as it did (the compute ticks between
+their enters); an MPI call takes no time of its own and ends as soon as what it waits for allows:
+
+* a receive (``MPI_Recv``, or the call completing an ``MPI_Irecv``) when its matched message was
+  sent, i.e. when the send call was entered (the message arrives when sent);
+* a blocking send that waited for its receiver (Scalasca's late receiver) when the receive was
+  posted;
+* a barrier or an N x N collective when its last member entered; a broadcast or scatter, on a
+  non-root rank, when the root entered; a reduce or gather, on the root, when the last member
+  entered; a scan when the last of the lower ranks and itself entered.
+
+Calls without message or collective events take no time and wait for nothing. The ideal times are
+the longest paths of that dependency graph (each call's enter and end a node, edges weighted by
+the compute between them), computed in topological order. Each rank then computes what it had
+left after its last call; ``T_ideal`` is the latest rank's end. Times are integer ticks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from numba import njit
+
+from perfkit.io.otf2.waits import BARRIER, N_TO_ONE, NXN, ONE_TO_N, SCAN, Records, Waits, _local_ranks
+
+
+def ideal_runtime(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: dict[int, np.ndarray]) -> int:
+    """``T_ideal`` [ticks] of the trace whose records are ``rec`` (``waits``: its matched messages and
+    late receivers; ``computed``: each rank's total compute ticks; ``comm_ranks``: each
+    communicator's world ranks)."""
+    n = rec.inst_rank.size
+    order = np.lexsort((np.arange(n), rec.inst_enter, rec.inst_rank))  # each rank's instances in time order
+    rank = rec.inst_rank[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = rank[1:] != rank[:-1]
+    gap = np.diff(rec.inst_compute[order], prepend=0)
+    gap[first] = rec.inst_compute[order][first]
+    start, end = np.arange(n), n + np.arange(n)  # node ids: enter (start) and end of each instance
+    edges = [(start, end, np.zeros(n, dtype=np.int64)),
+             (end[order][:-1][~first[1:]], start[order][1:][~first[1:]], gap[1:][~first[1:]])]
+    base = np.zeros(2 * n, dtype=np.int64)
+    base[start[order][first]] = gap[first]
+
+    send_inst, recv_inst = rec.send_inst[waits.send_index], rec.recv_inst[waits.recv_index]
+    edges.append((start[send_inst], end[recv_inst], np.zeros(send_inst.size, dtype=np.int64)))
+    edges.append(_late_receivers(rec, waits, start, end))
+    coll_edges, extra = _collectives(rec, comm_ranks, start, end, 2 * n)
+    edges += coll_edges
+    src = np.concatenate([e[0] for e in edges]).astype(np.int64)
+    dst = np.concatenate([e[1] for e in edges]).astype(np.int64)
+    weight = np.concatenate([e[2] for e in edges]).astype(np.int64)
+    value, done = _longest_paths(2 * n + extra, src, dst, weight, np.concatenate([base, np.zeros(extra, np.int64)]))
+    if done < 2 * n + extra:
+        raise ValueError("the trace's calls wait for each other in a cycle; it cannot be replayed")
+    finish = np.asarray(computed, dtype=np.int64).copy()  # ranks without a call: their computation
+    last = order[np.append(first[1:], True)]
+    r = rec.inst_rank[last]
+    finish[r] = value[end[last]] + (finish[r] - rec.inst_compute[last])
+    return int(finish.max(initial=0))
+
+
+def _late_receivers(rec: Records, waits: Waits, start: np.ndarray,
+                    end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges: a blocking send that waited for its receiver ends when the receive was posted (the
+    receiving rank's instance entered at the post tick)."""
+    s_inst = rec.send_inst[waits.send_index]
+    waited = waits.late_receiver[s_inst] > 0
+    r = waits.recv_index[waited]
+    rank, post = rec.recv_rank[r], rec.recv_post[r]
+    keys = np.lexsort((rec.inst_enter, rec.inst_rank))
+    sorted_rank, sorted_enter = rec.inst_rank[keys], rec.inst_enter[keys]
+    span = int(max(sorted_enter.max(initial=0), post.max(initial=0))) + 1
+    at = np.searchsorted(sorted_rank * span + sorted_enter, rank * span + post)
+    at = np.minimum(at, max(keys.size - 1, 0))
+    found = (keys.size > 0) & (sorted_rank[at] == rank) & (sorted_enter[at] == post)
+    return start[keys[at[found]]], end[s_inst[waited][found]], np.zeros(int(found.sum()), dtype=np.int64)
+
+
+def _collectives(rec: Records, comm_ranks: dict[int, np.ndarray], start: np.ndarray, end: np.ndarray,
+                 first_node: int) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], int]:
+    """Edges through one extra node per collective (per member for scans), and the extra node count."""
+    if not rec.coll_rank.size:
+        return [], 0
+    table = pd.DataFrame({"rank": rec.coll_rank, "comm": rec.coll_comm})
+    k = table.groupby(["rank", "comm"], sort=False).cumcount().to_numpy()
+    _, group = np.unique(np.stack([rec.coll_comm, k]), axis=1, return_inverse=True)
+    group = group.ravel()
+    node = first_node + group
+    inst, op = rec.coll_inst, rec.coll_op
+    is_root = rec.coll_rank == rec.coll_root
+    all_in = np.isin(op, list(BARRIER | NXN))
+    into = all_in | (np.isin(op, list(N_TO_ONE))) | (np.isin(op, list(ONE_TO_N)) & is_root)
+    out_of = all_in | (np.isin(op, list(N_TO_ONE)) & is_root) | (np.isin(op, list(ONE_TO_N)) & ~is_root)
+    zero = np.zeros
+    edges = [(start[inst[into]], node[into], zero(int(into.sum()), np.int64)),
+             (node[out_of], end[inst[out_of]], zero(int(out_of.sum()), np.int64))]
+    extra = int(group.max()) + 1
+    scan = np.flatnonzero(np.isin(op, list(SCAN)))
+    if scan.size:  # a chain in communicator-rank order: node j = max(node j-1, enter j)
+        local = _local_ranks(comm_ranks, rec.coll_comm[scan], rec.coll_rank[scan])
+        chain = scan[np.lexsort((local, group[scan]))]
+        links = first_node + extra + np.arange(chain.size)
+        same = group[chain][1:] == group[chain][:-1]
+        edges += [(start[inst[chain]], links, zero(chain.size, np.int64)),
+                  (links[:-1][same], links[1:][same], zero(int(same.sum()), np.int64)),
+                  (links, end[inst[chain]], zero(chain.size, np.int64))]
+        extra += chain.size
+    return edges, extra
+
+
+@njit(cache=True)
+def _kahn(n: int, offsets: np.ndarray, targets: np.ndarray, weights: np.ndarray, indegree: np.ndarray,
+          value: np.ndarray) -> int:
+    queue = np.empty(n, dtype=np.int64)
+    head = tail = 0
+    for v in range(n):
+        if indegree[v] == 0:
+            queue[tail] = v
+            tail += 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        for e in range(offsets[u], offsets[u + 1]):
+            v = targets[e]
+            if value[u] + weights[e] > value[v]:
+                value[v] = value[u] + weights[e]
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                queue[tail] = v
+                tail += 1
+    return head
+
+
+def _longest_paths(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
+                   base: np.ndarray) -> tuple[np.ndarray, int]:
+    """Longest-path value of every node from its ``base`` (nodes in topological order, Kahn's
+    algorithm), and how many nodes were reached (fewer than ``n``: a cycle)."""
+    order = np.argsort(src, kind="stable")
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
+    indegree = np.bincount(dst, minlength=n).astype(np.int64)
+    value = base.astype(np.int64).copy()
+    done = _kahn(n, offsets, dst[order].astype(np.int64), weight[order].astype(np.int64), indegree, value)
+    return value, int(done)
