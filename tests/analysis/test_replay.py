@@ -1,0 +1,162 @@
+"""POP serialisation and transfer efficiencies of traces, replayed on an ideal network.
+
+Each written trace has its ideal-network runtime known by construction (zero-time messages and
+calls, the same compute); the bundled Score-P traces are checked for consistency.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import perfkit
+from perfkit.analysis.pop import pop_metrics
+from tests.io.otf2_writer import RESOLUTION, Call, Trace, write_trace
+
+FIXTURES = Path("/work/shared/fixtures/otf2")
+BUNDLED = sorted(Path(__file__).resolve().parents[1].joinpath("data", "otf2").glob("*/traces.otf2"))
+
+
+def _pop(anchor: Path) -> dict[str, float]:
+    pop = pop_metrics(perfkit.open_profile(anchor))
+    names = ("serialisation_efficiency", "transfer_efficiency", "load_balance", "parallel_efficiency",
+             "communication_efficiency", "ideal_elapsed", "elapsed")
+    return {name: float(pop[name].item()) for name in names} | {"evidence": str(
+        pop["evidence"].sel(efficiency="transfer_efficiency").item())}
+
+
+def _pipeline(nranks: int, compute: int, delay: int) -> tuple[Trace, int]:
+    """Rank r receives from r-1, computes ``compute`` ticks, sends to r+1; each message arrives
+    ``delay`` ticks after its send began. Returns the trace and its real runtime."""
+    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
+    end: dict[int, int] = {}
+    ready = 0  # when rank r starts computing
+    for r in range(nranks):
+        if r:
+            calls[r].append(Call("MPI_Recv", 0, ready, recv=[(r - 1, 0, 8)]))
+        send = ready + compute
+        if r < nranks - 1:
+            calls[r].append(Call("MPI_Send", send, send + 1, send=[(r + 1, 0, 8)]))
+        end[r] = send + (r < nranks - 1)
+        ready = send + delay
+    return Trace(calls, end=end), end[nranks - 1]
+
+
+@pytest.mark.parametrize("nranks", [2, 4, 7])
+def test_a_pipeline_serialises(tmp_path: Path, nranks: int) -> None:
+    """Only one rank computes at a time: on an ideal network the runtime is every rank's compute in
+    turn, so SerE = 1/n; the real runtime adds one delay per hop and the sends' ticks."""
+    compute, delay = 1000, 30
+    trace, real = _pipeline(nranks, compute, delay)
+    pop = _pop(write_trace(tmp_path, trace))
+    assert pop["elapsed"] == pytest.approx(real / RESOLUTION)
+    assert pop["ideal_elapsed"] == pytest.approx(nranks * compute / RESOLUTION)
+    assert pop["serialisation_efficiency"] == pytest.approx(1 / nranks)
+    assert pop["transfer_efficiency"] == pytest.approx(nranks * compute / real)
+    assert pop["evidence"] == "measured"
+
+
+def _exchange(nranks: int, steps: int, compute: int, delay: int) -> Trace:
+    """Every step each rank computes, MPI_Isend to both neighbours (no time) and MPI_Recv from both,
+    the messages taking ``delay`` ticks: balanced, slowed by transfers only."""
+    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
+    step = compute + delay
+    for r in range(nranks):
+        left, right = (r - 1) % nranks, (r + 1) % nranks
+        for k in range(steps):
+            t = k * step + compute
+            calls[r].append(Call("MPI_Isend", t, t, isend=[(right, 0, 64, 2 * k), (left, 1, 64, 2 * k + 1)]))
+            calls[r].append(Call("MPI_Recv", t, t + delay, recv=[(left, 0, 64), (right, 1, 64)]))
+    return Trace(calls, end=steps * step)
+
+
+@pytest.mark.parametrize(("delay", "nranks"), [(0, 2), (25, 2), (100, 4), (400, 3)])
+def test_a_balanced_exchange_with_slow_transfers(tmp_path: Path, delay: int, nranks: int) -> None:
+    """SerE = 1 (nothing waits for a computation), TrE = compute / (compute + delay)."""
+    compute, steps = 200, 5
+    pop = _pop(write_trace(tmp_path, _exchange(nranks, steps, compute, delay)))
+    assert pop["ideal_elapsed"] == pytest.approx(steps * compute / RESOLUTION)
+    assert pop["serialisation_efficiency"] == pytest.approx(1.0)
+    assert pop["transfer_efficiency"] == pytest.approx(compute / (compute + delay))
+    assert pop["load_balance"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("collective", ["MPI_Barrier", "MPI_Allreduce"])
+def test_an_imbalance_is_not_serialisation(tmp_path: Path, collective: str) -> None:
+    """Ranks compute 100, 200, 300 ticks then meet in a collective that ends 5 ticks after the last
+    enters: the ideal runtime is the slowest rank's compute per step, LB = 2/3, SerE = 1,
+    TrE = 300 / 305."""
+    steps, slow = 4, 300
+    calls = {r: [Call(collective, k * (slow + 5) + 100 * (r + 1), (k + 1) * (slow + 5)) for k in range(steps)]
+             for r in range(3)}
+    pop = _pop(write_trace(tmp_path, Trace(calls, end=steps * (slow + 5))))
+    assert pop["load_balance"] == pytest.approx(2 / 3)
+    assert pop["serialisation_efficiency"] == pytest.approx(1.0)
+    assert pop["transfer_efficiency"] == pytest.approx(slow / (slow + 5))
+
+
+def test_broadcast_waits_for_its_root_only(tmp_path: Path) -> None:
+    """A late root serialises a broadcast: non-roots end when the root enters, the root does not wait."""
+    calls = {0: [Call("MPI_Bcast", 500, 510, root=0)], 1: [Call("MPI_Bcast", 100, 510, root=0)]}
+    pop = _pop(write_trace(tmp_path, Trace(calls, end={0: 510, 1: 610})))
+    # ideal: rank 0 computes 500, rank 1 computes 100, waits for the root (500), computes 100 more
+    assert pop["ideal_elapsed"] == pytest.approx(600 / RESOLUTION)
+
+
+def test_a_late_receiver_holds_a_blocking_send(tmp_path: Path) -> None:
+    """A synchronous send that waited for its receiver still waits on the ideal network."""
+    calls = {0: [Call("MPI_Send", 10, 220, send=[(1, 0, 8)])], 1: [Call("MPI_Recv", 200, 215, recv=[(0, 0, 8)])]}
+    pop = _pop(write_trace(tmp_path, Trace(calls, end={0: 300, 1: 215})))
+    # ideal: rank 0's send ends when rank 1 posts its receive (200), then it computes 80 more
+    assert pop["ideal_elapsed"] == pytest.approx(280 / RESOLUTION)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(nranks=st.integers(2, 5), steps=st.integers(1, 4), data=st.data())
+def test_efficiencies_are_bounded_and_multiply(tmp_path_factory: pytest.TempPathFactory, nranks: int, steps: int,
+                                               data: st.DataObject) -> None:
+    """Any exchange: 0 < SerE, TrE <= 1, the ideal runtime at least the longest compute, and
+    LB x SerE x TrE = PE."""
+    compute = data.draw(st.lists(st.integers(1, 500), min_size=nranks, max_size=nranks))
+    delay = data.draw(st.integers(0, 200))
+    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
+    t0 = 0
+    for k in range(steps):
+        enter = [t0 + c for c in compute]
+        leave = max(enter) + delay
+        for r in range(nranks):
+            calls[r].append(Call("MPI_Isend", enter[r], enter[r], isend=[((r + 1) % nranks, k, 8, k)]))
+            calls[r].append(Call("MPI_Recv", enter[r], leave, recv=[((r - 1) % nranks, k, 8)]))
+        t0 = leave
+    pop = _pop(write_trace(tmp_path_factory.mktemp("t"), Trace(calls, end=t0)))
+    for name in ("serialisation_efficiency", "transfer_efficiency"):
+        assert 0 < pop[name] <= 1 + 1e-12
+    assert pop["ideal_elapsed"] >= steps * max(compute) / RESOLUTION - 1e-12
+    assert pop["load_balance"] * pop["serialisation_efficiency"] * pop["transfer_efficiency"] == pytest.approx(
+        pop["parallel_efficiency"])
+
+
+@pytest.mark.parametrize("anchor", BUNDLED, ids=lambda p: p.parent.name)
+def test_bundled_traces(anchor: Path) -> None:
+    """Score-P traces: efficiencies in (0, 1], their product with load balance the parallel efficiency."""
+    pop = _pop(anchor)
+    for name in ("serialisation_efficiency", "transfer_efficiency"):
+        assert 0 < pop[name] <= 1
+    assert pop["serialisation_efficiency"] * pop["transfer_efficiency"] == pytest.approx(
+        pop["communication_efficiency"])
+    assert pop["load_balance"] * pop["serialisation_efficiency"] * pop["transfer_efficiency"] == pytest.approx(
+        pop["parallel_efficiency"])
+    assert pop["evidence"] == "measured"
+
+
+def test_profiles_keep_the_modelled_ideal_network() -> None:
+    """A profile (no replay) keeps the model: ideal elapsed = longest rank without transfers."""
+    ds = perfkit.open_profile(BUNDLED[0])
+    pop = pop_metrics(ds.drop_vars("replay_elapsed"))
+    assert pop["ideal_elapsed"].item() != pytest.approx(ds["replay_elapsed"].item())
+    assert "replaying" not in str(pop["note"].sel(efficiency="transfer_efficiency").item())
+    assert np.isfinite(pop["transfer_efficiency"].item())
