@@ -161,24 +161,29 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep(folder: str | PathLike) -> list[Path]:
-    """Remove the temporaries in ``folder`` left by perfkit writers that are no longer running (killed);
-    a store moved aside by one (``.old``) goes back to its name if nothing took its place. Returns them."""
-    folder = Path(folder)
-    found = []
+def stale(folder: str | PathLike) -> list[Path]:
+    """The temporaries in ``folder`` left by perfkit writers that are no longer running (killed)."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return []
+    found = []
     for entry in entries:
         match = _TEMPORARY.match(entry.name)
-        if not match or int(match["pid"]) == os.getpid() or _alive(int(match["pid"])):
-            continue
-        path = Path(entry.path)
-        target = folder / match["name"]
-        if match["old"] and not (target.exists() or target.is_symlink()):
+        if match and int(match["pid"]) != os.getpid() and not _alive(int(match["pid"])):
+            found.append(Path(entry.path))
+    return sorted(found)
+
+
+def sweep(folder: str | PathLike, found: list[Path] | None = None) -> list[Path]:
+    """Remove the ``stale`` temporaries of ``folder`` (or those ``found`` already); a store moved aside by a
+    writer (``.old``) goes back to its name if nothing took its place. Returns them."""
+    found = stale(folder) if found is None else found
+    for path in found:
+        match = _TEMPORARY.match(path.name)
+        target = path.parent / match["name"] if match else path
+        if match and match["old"] and not (target.exists() or target.is_symlink()):
             os.rename(path, target)
         else:
             remove(path)
-        found.append(path)
     return found

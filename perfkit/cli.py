@@ -186,10 +186,11 @@ def _check_outputs(outputs: Sequence[tuple[Path, bool]], force: bool, inputs: Se
     for path, store in outputs:
         atomic.check_output(path, overwrite=force, inputs=inputs, store=store)
     for folder in dict.fromkeys(path.parent for path in paths):
-        removed = atomic.sweep(folder)
-        if removed:
-            print(f"perfkit: removed {len(removed)} temporary file(s) left by an earlier run that was stopped: "
-                  f"{', '.join(p.name for p in removed)}", file=sys.stderr)
+        stale = atomic.stale(folder)
+        if stale:  # said before they go, so that it is said even if this run is stopped while removing them
+            print(f"perfkit: removing {len(stale)} temporary file(s) left by an earlier run that was killed: "
+                  f"{', '.join(p.name for p in stale)}", file=sys.stderr)
+            atomic.sweep(folder, stale)
 
 
 def _errors_option(parser: argparse.ArgumentParser) -> None:

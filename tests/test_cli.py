@@ -211,3 +211,79 @@ def test_a_missing_file_is_named_as_missing(argv, tmp_path, capsys):
     missing = tmp_path / "nowhere.mpiP"
     assert main([a.format(missing=missing, out=tmp_path / "out.zarr") for a in argv]) == 1
     assert capsys.readouterr().err == f"perfkit {argv[0]}: error: no such file: {missing}\n"
+
+
+SEED_TABLES = Path(__file__).resolve().parents[1] / "data" / "seed" / "mpinside_seed_tables.txt"
+
+
+def test_convert_replaces_an_output_only_with_force_and_says_what_became_of_it(tmp_path, capsys):
+    from tests.kill_harness import temporaries, tree_hash
+
+    store = tmp_path / "study.zarr"
+    assert main(["convert", str(SEED_TABLES), "-o", str(store)]) == 0
+    capsys.readouterr()
+    before = tree_hash(store)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("not a profile\n")
+    assert main(["convert", str(bad), "-o", str(store)]) == 1  # refused before reading anything
+    assert capsys.readouterr().err == f"perfkit convert: error: {store} exists; --force replaces it\n"
+    assert main(["convert", str(bad), "-o", str(store), "--force"]) == 1  # a failed run: the old store stays
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.txt" in err and err.endswith(f"; {store} left as it was\n")
+    assert tree_hash(store) == before and not temporaries(tmp_path)
+    other = tmp_path / "other.txt"
+    other.write_text(SEED_TABLES.read_text())
+    assert main(["convert", str(other), "-o", str(store), "--force"]) == 0
+    assert list(__import__("perfkit").load(store)["run"].values) == ["other"]
+
+
+@pytest.mark.parametrize(("output", "said"), [
+    ("nowhere/out.zarr", "no such folder: {tmp}/nowhere (to write out.zarr in)"),
+    ("run.nc", "{tmp}/run.nc is also an input: write the output elsewhere"),
+    ("folder.zarr", "{tmp}/folder.zarr is a folder perfkit did not write; not replaced"),
+])
+def test_convert_checks_its_output_before_reading(output, said, tmp_path, capsys):
+    run = tmp_path / "run.nc"  # the input, named as an output could be: refused before it is read
+    run.write_text(SEED_TABLES.read_text())
+    (tmp_path / "folder.zarr").mkdir()
+    (tmp_path / "folder.zarr" / "notes").write_text("mine")
+    assert main(["convert", str(run), "-o", str(tmp_path / output), "--force"]) == 1
+    assert capsys.readouterr().err == f"perfkit convert: error: {said.format(tmp=tmp_path)}\n"
+    assert (tmp_path / "folder.zarr" / "notes").read_text() == "mine" and run.read_text() == SEED_TABLES.read_text()
+
+
+def test_place_replaces_its_files_only_with_force(tmp_path, capsys):
+    out, prediction = tmp_path / "rankfile", tmp_path / "prediction.json"
+    out.write_text("mine\n")
+    argv = ["place", str(MATRIX), "--nodes", "4", "--ppn", "16", "-o", str(out)]
+    assert main(argv) == 1
+    assert capsys.readouterr().err == f"perfkit place: error: {out} exists; --force replaces it\n"
+    assert out.read_text() == "mine\n"
+    assert main([*argv, "--prediction", str(out), "--force"]) == 1
+    assert "the same file is given for two outputs" in capsys.readouterr().err
+    assert main([*argv[:-1], str(MATRIX), "--force"]) == 1
+    assert "is also an input" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0
+    assert read_launch(out, "rankfile", Topology(nodes=4, cores=16)).nranks == 64
+    capsys.readouterr()
+    profile = DATA / "synthetic" / "48" / "basic.mpinside"
+    prediction.write_text("{}")
+    assert main(["place", str(profile), "--nodes", "2", "--ppn", "24", "--prediction", str(prediction), "-o",
+                 str(tmp_path / "new-rankfile")]) == 1
+    assert capsys.readouterr().err == f"perfkit place: error: {prediction} exists; --force replaces it\n"
+    assert not (tmp_path / "new-rankfile").exists() and prediction.read_text() == "{}"
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    ('{"a.mpiP": {"nodez": 4}}', "'a.mpiP': unknown run metadata ['nodez']"),
+    ('{"a.mpiP": {"nodes": "four"}}', "'a.mpiP': run metadata nodes='four' is not a number"),
+    ('{"a.mpiP": {"ppn": -2}}', "'a.mpiP': run metadata ppn=-2 must be a finite number >= 0"),
+    ('{"a.mpiP": {"mode": "fast"}}', "'a.mpiP': run mode 'fast' is not one of"),
+])
+def test_metadata_fields_are_checked_before_reading_in_one_line(content, said, tmp_path, capsys):
+    meta = tmp_path / "meta.json"
+    meta.write_text(content)
+    assert main(["convert", str(SEED_TABLES), "-o", str(tmp_path / "out.zarr"), "--metadata", str(meta)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"perfkit convert: error: {meta}: {said}") and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.json"]

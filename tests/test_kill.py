@@ -83,16 +83,19 @@ class Kills:
         lines = err.splitlines()
         removed = [path for path in earlier if not path.exists()]  # none if killed before its sweep
         if removed and status != -signal.SIGKILL:  # temporaries of an earlier SIGKILL: removed, and said so
-            assert any(line.startswith("perfkit: removed ") for line in lines), err
+            assert any(line.startswith("perfkit: removing ") for line in lines), err
             assert all(path.name in err for path in removed), err
         if status == 0:
             self.outcomes["finished first"] += 1
+        elif status == -sig and sig != signal.SIGKILL:  # before the command set its handlers: nothing begun
+            assert not set(temporaries(self.folder)) - set(earlier), err
+            self.outcomes[f"{sig.name} before the command began"] += 1
         elif sig == signal.SIGKILL:
             assert status == -signal.SIGKILL, err
             self.outcomes["SIGKILL"] += 1
         else:
             assert status == STOPPED[sig], err
-            stop = [line for line in lines if not line.startswith("perfkit: removed ")]
+            stop = [line for line in lines if not line.startswith("perfkit: removing ")]
             assert len(stop) == 1 and stop[0].startswith(f"perfkit {argv[0]}: stopped by {sig.name}; "), err
             assert stop[0].endswith("temporary files removed"), err
             assert not temporaries(self.folder), err

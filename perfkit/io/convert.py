@@ -123,7 +123,7 @@ def convert(
                         option="overwrite=True")
     removed = atomic.sweep(output.parent)
     if removed:
-        warnings.warn(f"removed {len(removed)} temporary file(s) left by an earlier run that was stopped: "
+        warnings.warn(f"removed {len(removed)} temporary file(s) left by an earlier run that was killed: "
                       f"{', '.join(p.name for p in removed)}", PerfkitWarning, stacklevel=2)
     existing = load(output, chunks={}) if appending else None
     labels = unique_labels(paths)

@@ -89,12 +89,52 @@ def test_refused_files_are_recorded_and_a_failed_append_leaves_the_store_valid(t
     with pytest.raises(perfkit.PerfkitFormatError, match=r"bad\.mpinside"):
         perfkit.convert([series[2], bad], store, workers=1, append=True)
     xr.testing.assert_identical(perfkit.load(store), back)  # untouched
-    assert not list(tmp_path.glob(".study.zarr.parts-*"))  # temporary parts removed
+    assert not list(tmp_path.glob(".*.perfkit-tmp-*"))  # temporary parts and store removed
     perfkit.convert([series[2], bad], store, workers=1, append=True, errors="skip")
     assert len(json.loads(perfkit.load(store).attrs["refused"])) == 2
     with pytest.raises(perfkit.PerfkitFormatError):
         perfkit.convert([bad], tmp_path / "none.zarr", workers=1, errors="skip")  # nothing readable
     assert not (tmp_path / "none.zarr").exists()
+
+
+def test_an_existing_output_is_refused_before_reading_unless_overwrite(tmp_path, series, monkeypatch):
+    from perfkit.io import convert
+    from tests.kill_harness import tree_hash
+
+    store = perfkit.convert(series[:1], tmp_path / "study.zarr", workers=1)
+    before = tree_hash(store)
+    monkeypatch.setattr(convert, "read_part", lambda *args: pytest.fail("read before the output was checked"))
+    with pytest.raises(FileExistsError, match="overwrite=True replaces it"):
+        perfkit.convert(series[1:2], store, workers=1)
+    with pytest.raises(FileExistsError, match="perfkit did not write"):
+        (tmp_path / "mine.zarr").mkdir()
+        perfkit.convert(series[1:2], tmp_path / "mine.zarr", workers=1, overwrite=True)
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        perfkit.convert(series[1:2], tmp_path / "nowhere" / "study.nc", workers=1)
+    assert tree_hash(store) == before
+    monkeypatch.undo()
+    perfkit.convert(series[1:2], store, workers=1, overwrite=True)
+    xr.testing.assert_identical(perfkit.load(store), perfkit.open_runs(series[1:2]))
+
+
+def test_a_failed_append_leaves_the_store_byte_for_byte_and_temporaries_of_killed_runs_are_swept(tmp_path, series):
+    from tests.kill_harness import temporaries, tree_hash
+
+    store = perfkit.convert(series[:2], tmp_path / "study.zarr", workers=1)
+    before = tree_hash(store)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = [tmp_path / f".study.zarr.perfkit-tmp-{dead.pid}", tmp_path / f".study.zarr.parts.perfkit-tmp-{dead.pid}"]
+    for path in left:
+        path.mkdir()
+        (path / "half").write_text("x")
+    bad = tmp_path / "bad.mpinside"
+    bad.write_text("not a profile\n")
+    with pytest.warns(perfkit.PerfkitWarning, match="removed 2 temporary"), \
+            pytest.raises(perfkit.PerfkitFormatError, match=r"bad\.mpinside") as failed:
+        perfkit.convert([series[2], bad], store, workers=1, append=True)
+    assert f"{store} left as it was" in failed.value.__notes__
+    assert tree_hash(store) == before and not temporaries(tmp_path)
 
 
 def test_unknown_output_extension_is_refused(tmp_path, series):
