@@ -160,3 +160,9 @@ def test_profiles_keep_the_modelled_ideal_network() -> None:
     assert pop["ideal_elapsed"].item() != pytest.approx(ds["replay_elapsed"].item())
     assert "replaying" not in str(pop["note"].sel(efficiency="transfer_efficiency").item())
     assert np.isfinite(pop["transfer_efficiency"].item())
+
+
+def test_a_trace_without_messages_replays_to_its_longest_compute(tmp_path: Path) -> None:
+    calls = {0: [Call("MPI_Comm_rank", 10, 15)], 1: []}
+    ds = perfkit.open_profile(write_trace(tmp_path, Trace(calls, end={0: 100, 1: 70})))
+    assert ds["replay_elapsed"].item() == pytest.approx(95 / RESOLUTION)

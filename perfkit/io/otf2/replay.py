@@ -42,6 +42,8 @@ def ideal_runtime(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: 
     late receivers; ``computed``: each rank's total compute ticks; ``comm_ranks``: each
     communicator's world ranks)."""
     n = rec.inst_rank.size
+    if not n:  # no call waits for anything: each rank computes alone
+        return int(np.max(computed, initial=0))
     order = np.lexsort((np.arange(n), rec.inst_enter, rec.inst_rank))  # each rank's instances in time order
     rank = rec.inst_rank[order]
     first = np.ones(n, dtype=bool)
