@@ -135,7 +135,7 @@ def _convert(args: argparse.Namespace) -> int:
     metadata = _read_metadata(args.metadata) if args.metadata else None
     paths = _expand(args.paths)
     output = Path(args.output)
-    _check_outputs([(output, output.suffix == ".zarr")], args.force or (args.append and output.exists()), paths)
+    _check_outputs([(output, output.suffix == ".zarr")], args.force, paths, append=args.append)
     with warnings.catch_warnings():  # the temporaries are swept and reported by _check_outputs
         warnings.filterwarnings("ignore", "removed .* temporary", perfkit.PerfkitWarning)
         output = perfkit.convert(paths, output, format=args.format, metadata=metadata, errors=_quiet(args.errors),
@@ -175,22 +175,24 @@ def _read_metadata(path: str) -> dict[str, dict[str, Any]]:
     return data
 
 
-def _check_outputs(outputs: Sequence[tuple[Path, bool]], force: bool, inputs: Sequence[Path | str]) -> None:
-    """Refuse the outputs (path, is a zarr store) before any work (see ``perfkit.atomic.check_output``),
-    and sweep the temporaries killed runs left in their folders, saying so."""
+def _check_outputs(outputs: Sequence[tuple[Path, bool]], force: bool, inputs: Sequence[Path | str], *,
+                   append: bool = False) -> None:
+    """Sweep the temporaries killed runs left in the outputs' folders, saying so, then refuse the outputs
+    (path, is a zarr store) before any work (see ``perfkit.atomic.check_output``); ``append``: an existing
+    output is added to, not replaced."""
     from perfkit import atomic
 
     paths = [path for path, _ in outputs]
     if len({path.resolve() for path in paths}) < len(paths):
         raise ValueError(f"the same file is given for two outputs: {', '.join(map(str, paths))}")
-    for path, store in outputs:
-        atomic.check_output(path, overwrite=force, inputs=inputs, store=store)
-    for folder in dict.fromkeys(path.parent for path in paths):
+    for folder in dict.fromkeys(path.parent for path in paths):  # first: a store moved aside is back in place
         stale = atomic.stale(folder)
         if stale:  # said before they go, so that it is said even if this run is stopped while removing them
             print(f"perfkit: removing {len(stale)} temporary file(s) left by an earlier run that was killed: "
                   f"{', '.join(p.name for p in stale)}", file=sys.stderr)
             atomic.sweep(folder, stale)
+    for path, store in outputs:
+        atomic.check_output(path, overwrite=force or (append and path.exists()), inputs=inputs, store=store)
 
 
 def _errors_option(parser: argparse.ArgumentParser) -> None:

@@ -118,13 +118,13 @@ def convert(
     missing = next((path for path in paths if not path.exists()), None) if errors == "raise" else None
     if missing is not None:
         raise FileNotFoundError(2, "No such file or directory", str(missing))
-    appending = append and (output.exists() or output.is_symlink())
-    atomic.check_output(output, overwrite=overwrite or appending, inputs=paths, store=output.suffix == ".zarr",
-                        option="overwrite=True")
-    removed = atomic.sweep(output.parent)
+    removed = atomic.sweep(output.parent)  # first: a store a killed writer moved aside is back in place
     if removed:
         warnings.warn(f"removed {len(removed)} temporary file(s) left by an earlier run that was killed: "
                       f"{', '.join(p.name for p in removed)}", PerfkitWarning, stacklevel=2)
+    appending = append and (output.exists() or output.is_symlink())
+    atomic.check_output(output, overwrite=overwrite or appending, inputs=paths, store=output.suffix == ".zarr",
+                        option="overwrite=True")
     existing = load(output, chunks={}) if appending else None
     labels = unique_labels(paths)
     tasks = [(path, format, {"label": label, **metadata_for(path, metadata)}) for path, label in zip(paths, labels)]

@@ -345,3 +345,16 @@ def test_small_runs_beyond_the_held_budget_go_through_parts(tmp_path, series, mo
     monkeypatch.setattr(convert, "HELD_SMALL_RUNS", 0)  # every small run is spilled to a part
     store = perfkit.convert(series, tmp_path / "study.zarr", workers=1)
     xr.testing.assert_identical(perfkit.load(store), perfkit.open_runs(series))
+
+
+def test_an_append_after_a_writer_died_between_its_two_renames_adds_to_the_old_store(tmp_path, series):
+    """Where the exchange of two folders is missing, the old store is renamed aside before the new one is
+    renamed in; a writer killed between the two leaves no study.zarr: the next run puts the old one back."""
+    store = perfkit.convert(series[:2], tmp_path / "study.zarr", workers=1)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.rename(tmp_path / f".study.zarr.perfkit-tmp-{dead.pid}.old")
+    with pytest.warns(perfkit.PerfkitWarning, match="removed 1 temporary"):
+        perfkit.convert(series[2:3], store, workers=1, append=True)
+    xr.testing.assert_identical(perfkit.load(store), perfkit.open_runs(series[:3]))
+    assert sorted(tmp_path.iterdir()) == [store]
