@@ -470,6 +470,12 @@ def _pair(quantity: str, unit: str) -> list[Column]:
             Column(f"{quantity}_difference", "A - B", unit, signed=True, missing="-")]
 
 
+def _configure_report(parser: argparse.ArgumentParser) -> Runner:
+    from perfkit.commands.report import configure_report
+
+    return configure_report(parser)
+
+
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Runner]]] = {
     "diagnose": ("Findings: what limits each run, most time at stake first, with the evidence.", configure_diagnose),
     "whatif": ("Predicted elapsed time if the network, compute or balance were better.", configure_whatif),
@@ -477,4 +483,6 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Runner]]] = {
             configure_pop),
     "scaling": ("Scaling table: elapsed time, speed-up and efficiency against the smallest run.", configure_scaling),
     "compare": ("Run against run: A - B per MPI function and per rank, time and bytes.", configure_compare),
+    "report": ("One self-contained HTML page: POP table, scaling plots, findings, per-rank profiles and traffic.",
+               _configure_report),
 }
