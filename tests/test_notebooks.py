@@ -21,8 +21,8 @@ def read(path: Path) -> nbformat.NotebookNode:
 
 
 def test_the_course_is_numbered_without_gaps():
-    assert [path.name[:2] for path in COURSE] == [f"{i:02d}" for i in range(8)]
-    assert COURSE[-1].name == "07_profile_your_own.ipynb"
+    assert [path.name[:2] for path in COURSE] == [f"{i:02d}" for i in range(9)]
+    assert COURSE[-1].name == "08_traces.ipynb"
 
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name)
