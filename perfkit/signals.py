@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,25 @@ def stopping() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def ignored_by_children() -> Iterator[None]:
+    """Processes started inside the block ignore SIGINT, SIGTERM and SIGHUP (an ignored disposition survives
+    ``exec``, and Python then keeps it): a pool's readers leave stopping to this process, which shuts them
+    down, instead of each dying with a traceback of its own at Ctrl-C. Such signals sent to this process
+    meanwhile are held (blocked) and delivered at the end of the block. Main thread only (else a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
 def status(name: str) -> int:

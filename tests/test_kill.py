@@ -233,3 +233,25 @@ def test_the_console_script_stopped_mid_convert(runs, tmp_path):
     assert proc.returncode == 143, err
     assert err == f"perfkit convert: stopped by SIGTERM; {store} not written, temporary files removed\n"
     assert not store.exists() and not temporaries(tmp_path)
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="console script not installed next to the interpreter")
+def test_ctrl_c_to_the_terminal_stops_a_convert_with_reader_processes_in_one_line(runs, tmp_path):
+    """Ctrl-C reaches every process of the terminal's group: the readers, started ignoring it, leave the stop
+    to convert, which shuts them down (no traceback from a reader still importing, none left running)."""
+    psutil = pytest.importorskip("psutil")
+    store = tmp_path / "study.zarr"
+    proc = subprocess.Popen([str(SCRIPT), "convert", *runs.values(), "-o", str(store), "--workers", "2"],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    readers: list = []
+    while len(readers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        readers = [p for p in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err == f"perfkit convert: stopped by SIGINT; {store} not written, temporary files removed\n"
+    assert not store.exists() and not temporaries(tmp_path)
+    gone, alive = psutil.wait_procs(readers, timeout=30)
+    assert len(gone) == 2 and not alive

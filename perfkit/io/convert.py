@@ -17,7 +17,6 @@ import gc
 import json
 import multiprocessing
 import os
-import signal
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -55,6 +54,7 @@ from perfkit.model import (
     validate,
     variable_dims,
 )
+from perfkit.signals import ignored_by_children
 from perfkit.storage import RUN_CHUNK, load, mark_complete, save
 
 #: Output kinds ``convert`` writes: a zarr store (lazy loading, appending) or a netCDF-4 file.
@@ -263,20 +263,16 @@ def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterato
         for k, call in enumerate(calls):
             yield k, read_part(*call)
         return
-    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt) as pool:
+    with ignored_by_children():  # the readers are started by the first submits; this process stops them
+        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
         pending = {pool.submit(read_part, *call): k for k, call in enumerate(calls)}
+    with pool:
         try:
             for future in pool_completed(pending):
                 yield pending[future], future.result()
         finally:
             for future in pending:
                 future.cancel()
-
-
-def _ignore_interrupt() -> None:
-    """In a reader process: Ctrl-C (sent to the whole terminal's process group) stops the caller, which
-    shuts the pool down; the reader does not print a traceback of its own."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _progress(items: Iterable[Any], total: int, show: bool, desc: str, unit: str = "file") -> Iterator[Any]:
