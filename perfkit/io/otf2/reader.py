@@ -98,7 +98,8 @@ def _anchor(path: Path) -> Path:
 
 
 def records(ranks: list[RankEvents]) -> Records:
-    """The records of every rank concatenated, with instance ids made global."""
+    """The records of every rank concatenated, with instance ids made global (the ranks' own tables are
+    emptied)."""
     tables = [r.arrays() for r in ranks]
     offsets = np.cumsum([0] + [t["inst"].shape[0] for t in tables])
     inst = np.concatenate([t["inst"] for t in tables])
@@ -114,6 +115,8 @@ def records(ranks: list[RankEvents]) -> Records:
     send, send_rank = stacked("send", 4)
     recv, recv_rank = stacked("recv", 4)
     coll, coll_rank = stacked("coll", 5)
+    for r in ranks:  # the rows live on in the result only
+        r.inst, r.send, r.recv, r.coll = (np.zeros((0, width), dtype=np.int64) for width in (4, 6, 7, 6))
     return Records(
         inst_rank=inst_rank.astype(np.int64), inst_region=inst[:, 0], inst_enter=inst[:, 1], inst_leave=inst[:, 2],
         inst_compute=inst[:, 3],

@@ -48,23 +48,21 @@ def ideal_runtime(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: 
     rank = rec.inst_rank[order]
     first = np.ones(n, dtype=bool)
     first[1:] = rank[1:] != rank[:-1]
-    gap = np.diff(rec.inst_compute[order], prepend=0)
-    gap[first] = rec.inst_compute[order][first]
+    gap = np.empty(n, dtype=np.int64)  # compute before each instance, since the rank's previous one
+    gap[order] = np.where(first, rec.inst_compute[order], np.diff(rec.inst_compute[order], prepend=0))
+    after = np.full(n, -1, dtype=np.int64)  # the rank's next instance
+    after[order[:-1][~first[1:]]] = order[1:][~first[1:]]
     start, end = np.arange(n), n + np.arange(n)  # node ids: enter (start) and end of each instance
-    edges = [(start, end, np.zeros(n, dtype=np.int64)),
-             (end[order][:-1][~first[1:]], start[order][1:][~first[1:]], gap[1:][~first[1:]])]
-    base = np.zeros(2 * n, dtype=np.int64)
-    base[start[order][first]] = gap[first]
-
     send_inst, recv_inst = rec.send_inst[waits.send_index], rec.recv_inst[waits.recv_index]
-    edges.append((start[send_inst], end[recv_inst], np.zeros(send_inst.size, dtype=np.int64)))
-    edges.append(_late_receivers(rec, waits, start, end))
+    edges = [(start[send_inst], end[recv_inst]), _late_receivers(rec, waits, start, end)]
     coll_edges, extra = _collectives(rec, comm_ranks, start, end, 2 * n)
     edges += coll_edges
     src = np.concatenate([e[0] for e in edges]).astype(np.int64)
     dst = np.concatenate([e[1] for e in edges]).astype(np.int64)
-    weight = np.concatenate([e[2] for e in edges]).astype(np.int64)
-    value, done = _longest_paths(2 * n + extra, src, dst, weight, np.concatenate([base, np.zeros(extra, np.int64)]))
+    del edges
+    is_first = np.empty(n, dtype=bool)
+    is_first[order] = first
+    value, done = _longest_paths(n, extra, gap, after, is_first, src, dst)
     if done < 2 * n + extra:
         raise ValueError("the trace's calls wait for each other in a cycle; it cannot be replayed")
     finish = np.asarray(computed, dtype=np.int64).copy()  # ranks without a call: their computation
@@ -75,7 +73,7 @@ def ideal_runtime(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: 
 
 
 def _late_receivers(rec: Records, waits: Waits, start: np.ndarray,
-                    end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Edges: a blocking send that waited for its receiver ends when the receive was posted (the
     receiving rank's instance entered at the post tick)."""
     s_inst = rec.send_inst[waits.send_index]
@@ -88,11 +86,11 @@ def _late_receivers(rec: Records, waits: Waits, start: np.ndarray,
     at = np.searchsorted(sorted_rank * span + sorted_enter, rank * span + post)
     at = np.minimum(at, max(keys.size - 1, 0))
     found = (keys.size > 0) & (sorted_rank[at] == rank) & (sorted_enter[at] == post)
-    return start[keys[at[found]]], end[s_inst[waited][found]], np.zeros(int(found.sum()), dtype=np.int64)
+    return start[keys[at[found]]], end[s_inst[waited][found]]
 
 
 def _collectives(rec: Records, comm_ranks: dict[int, np.ndarray], start: np.ndarray, end: np.ndarray,
-                 first_node: int) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], int]:
+                 first_node: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
     """Edges through one extra node per collective (per member for scans), and the extra node count."""
     if not rec.coll_rank.size:
         return [], 0
@@ -106,9 +104,7 @@ def _collectives(rec: Records, comm_ranks: dict[int, np.ndarray], start: np.ndar
     all_in = np.isin(op, list(BARRIER | NXN))
     into = all_in | (np.isin(op, list(N_TO_ONE))) | (np.isin(op, list(ONE_TO_N)) & is_root)
     out_of = all_in | (np.isin(op, list(N_TO_ONE)) & is_root) | (np.isin(op, list(ONE_TO_N)) & ~is_root)
-    zero = np.zeros
-    edges = [(start[inst[into]], node[into], zero(int(into.sum()), np.int64)),
-             (node[out_of], end[inst[out_of]], zero(int(out_of.sum()), np.int64))]
+    edges = [(start[inst[into]], node[into]), (node[out_of], end[inst[out_of]])]
     extra = int(group.max()) + 1
     scan = np.flatnonzero(np.isin(op, list(SCAN)))
     if scan.size:  # a chain in communicator-rank order: node j = max(node j-1, enter j)
@@ -116,29 +112,41 @@ def _collectives(rec: Records, comm_ranks: dict[int, np.ndarray], start: np.ndar
         chain = scan[np.lexsort((local, group[scan]))]
         links = first_node + extra + np.arange(chain.size)
         same = group[chain][1:] == group[chain][:-1]
-        edges += [(start[inst[chain]], links, zero(chain.size, np.int64)),
-                  (links[:-1][same], links[1:][same], zero(int(same.sum()), np.int64)),
-                  (links, end[inst[chain]], zero(chain.size, np.int64))]
+        edges += [(start[inst[chain]], links), (links[:-1][same], links[1:][same]), (links, end[inst[chain]])]
         extra += chain.size
     return edges, extra
 
 
 @njit(cache=True)
-def _kahn(n: int, offsets: np.ndarray, targets: np.ndarray, weights: np.ndarray, indegree: np.ndarray,
-          value: np.ndarray) -> int:
-    queue = np.empty(n, dtype=np.int64)
+def _kahn(n: int, extra: int, gap: np.ndarray, after: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
+          indegree: np.ndarray, value: np.ndarray) -> int:
+    total = 2 * n + extra
+    queue = np.empty(total, dtype=np.int64)
     head = tail = 0
-    for v in range(n):
+    for v in range(total):
         if indegree[v] == 0:
             queue[tail] = v
             tail += 1
     while head < tail:
         u = queue[head]
         head += 1
+        if u < n:  # an enter: its end follows at once
+            nxt, weight = n + u, 0
+        elif u < 2 * n and after[u - n] >= 0:  # an end: the rank computes, then enters its next call
+            nxt, weight = after[u - n], gap[after[u - n]]
+        else:
+            nxt, weight = -1, 0
+        if nxt >= 0:
+            if value[u] + weight > value[nxt]:
+                value[nxt] = value[u] + weight
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                queue[tail] = nxt
+                tail += 1
         for e in range(offsets[u], offsets[u + 1]):
             v = targets[e]
-            if value[u] + weights[e] > value[v]:
-                value[v] = value[u] + weights[e]
+            if value[u] > value[v]:
+                value[v] = value[u]
             indegree[v] -= 1
             if indegree[v] == 0:
                 queue[tail] = v
@@ -146,13 +154,20 @@ def _kahn(n: int, offsets: np.ndarray, targets: np.ndarray, weights: np.ndarray,
     return head
 
 
-def _longest_paths(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
-                   base: np.ndarray) -> tuple[np.ndarray, int]:
-    """Longest-path value of every node from its ``base`` (nodes in topological order, Kahn's
-    algorithm), and how many nodes were reached (fewer than ``n``: a cycle)."""
-    order = np.argsort(src, kind="stable")
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
-    indegree = np.bincount(dst, minlength=n).astype(np.int64)
-    value = base.astype(np.int64).copy()
-    done = _kahn(n, offsets, dst[order].astype(np.int64), weight[order].astype(np.int64), indegree, value)
+def _longest_paths(n: int, extra: int, gap: np.ndarray, after: np.ndarray, first: np.ndarray, src: np.ndarray,
+                   dst: np.ndarray) -> tuple[np.ndarray, int]:
+    """Longest-path value [ticks] of every node (the enters, the ends of the ``n`` instances, then
+    ``extra`` collective nodes) in topological order (Kahn's algorithm), and how many nodes were
+    reached (fewer than all: a cycle). Each instance's end follows its enter, and its rank's next
+    instance (``after``) is entered ``gap`` ticks of compute after it; ``src`` -> ``dst`` are the
+    waits between ranks. A rank's ``first`` instance is entered after the compute before it."""
+    total = 2 * n + extra
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=total))]).astype(np.int64)
+    targets = dst[np.argsort(src, kind="stable")].astype(np.int64)
+    indegree = np.bincount(dst, minlength=total).astype(np.int64)
+    indegree[n:2 * n] += 1  # from the instance's enter
+    indegree[:n] += ~first  # from the rank's previous instance
+    value = np.zeros(total, dtype=np.int64)
+    value[:n] = np.where(first, gap, 0)
+    done = _kahn(n, extra, gap, after, offsets, targets, indegree, value)
     return value, int(done)
