@@ -314,21 +314,30 @@ def _fate(path: str | Path, before: tuple[int, int] | None) -> str:
     """What a stopped command did to the output ``path`` whose identity was ``before``."""
     if _identity(path) == before:
         return f"{path} {'left as it was' if before is not None else 'not written'}"
-    return f"{path} written completely before the stop"
+    return f"{path} written completely"
 
 
 def _place(args: argparse.Namespace) -> int:
-    from perfkit import atomic
-    from perfkit.placement.launch import read_hosts
-    from perfkit.placement.strategies import place
-    from perfkit.placement.topology import Topology
-
     outputs = [Path(path) for path in (args.output, args.prediction) if path]
     inputs = [path for path in (args.matrix, args.hosts) if path]
     missing = next((path for path in inputs if not Path(path).exists()), None)
     if missing is not None:
         raise FileNotFoundError(2, "No such file or directory", missing)
     _check_outputs([(path, False) for path in outputs], args.force, inputs)
+    before = [_identity(path) for path in outputs]
+    try:
+        return _place_and_write(args)
+    except Exception as exc:  # say what became of each output, on the error's line
+        for path, old in zip(outputs, before):
+            exc.add_note(_fate(path, old))
+        raise
+
+
+def _place_and_write(args: argparse.Namespace) -> int:
+    from perfkit import atomic
+    from perfkit.placement.launch import read_hosts
+    from perfkit.placement.strategies import place
+    from perfkit.placement.topology import Topology
 
     described = {}
     if args.bandwidth is not None:  # the described links replace the default rates of the cost table

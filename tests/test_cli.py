@@ -287,3 +287,15 @@ def test_metadata_fields_are_checked_before_reading_in_one_line(content, said, t
     err = capsys.readouterr().err
     assert err.startswith(f"perfkit convert: error: {meta}: {said}") and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.json"]
+
+
+def test_a_failed_place_leaves_its_files_and_says_so(tmp_path, capsys):
+    out, prediction = tmp_path / "rankfile", tmp_path / "prediction.json"
+    out.write_text("mine\n")
+    argv = ["place", str(MATRIX), "--nodes", "2", "--ppn", "16", "-o", str(out), "--prediction", str(prediction),
+            "--force"]
+    assert main(argv) == 1  # 64 ranks do not fit on 2 x 16 cores
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "64 ranks do not fit" in err
+    assert err.endswith(f"; {out} left as it was; {prediction} not written\n")
+    assert out.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [out]
