@@ -65,11 +65,13 @@ def configure_report(parser: argparse.ArgumentParser) -> Runner:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from perfkit.cli import _check_outputs
     from perfkit.commands.analyses import load_runs
+    from perfkit.io.open import expand_paths
 
     out = Path(args.output)
-    if out.exists() and not args.force:
-        raise FileExistsError(f"{out} exists; use --force to overwrite it")
+    inputs = [path for pattern in args.paths for path in expand_paths(pattern)]
+    _check_outputs([(out, False)], args.force, inputs)  # refused before any work
     ds = load_runs(args.paths, args.input_format, args.errors, args.runs)
     page = build_report(ds, [str(p) for p in args.paths])
     write_atomically(out, page)
@@ -79,13 +81,16 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def write_atomically(path: Path, content: str) -> None:
-    """``content`` to ``path`` through a temporary file in the same directory, renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """``content`` as UTF-8 to ``path`` through a temporary file beside it (``perfkit.atomic``), flushed to
+    disk and renamed over it."""
+    from perfkit import atomic
+
+    with atomic.writing(path) as temp:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
 
 
 def build_report(ds: xr.Dataset, sources: Sequence[str] = ()) -> str:
