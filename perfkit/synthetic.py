@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from perfkit.model import make_run
+from perfkit.model import dense_traffic, make_run
 
 SYSTEM = "synthetic crash model"
 MODES = ("basic", "slt", "collective_wait", "perfect")
@@ -507,24 +507,42 @@ def _contact_received(sim: Simulation, timing: Timing) -> np.ndarray:
     return np.where(ok, timing.contact_bytes[np.where(ok, f_nb, 0), pos[None, :]], 0.0).sum(axis=1)
 
 
-def _traffic(sim: Simulation, timing: Timing) -> np.ndarray:
-    """(sender, receiver, quantity) bytes, count and receive time of point-to-point messages."""
+def traffic_matrix(sim: Simulation, timing: Timing) -> Any:
+    """(sender, receiver, quantity) bytes, count and receive time of point-to-point messages, a ``sparse.COO``.
+
+    Built from the stencil's partner pairs alone (at most 26 halo and 6 contact partners per
+    rank), never as an N x N array: a 100,000-rank run's matrix holds a few million values. Each
+    value is the sum of its contributions in the order the model lists them (halo, then contact).
+    """
+    import sparse
+
     lay, steps = sim.layout, sim.steps
     n = lay.nprocs
-    out = np.zeros((n, n, 3))
-    ok = lay.nb >= 0
-    rows, dirs = np.nonzero(ok)
+    rows, dirs = np.nonzero(lay.nb >= 0)
     nbr = lay.nb[rows, dirs]
-    np.add.at(out, (rows, nbr, 0), steps * lay.halo[rows, dirs])
-    np.add.at(out, (rows, nbr, 1), steps)
-    np.add.at(out, (nbr, rows, 2), timing.halo_time[rows, dirs])
-    f_ok = lay.nb[:, lay.faces] >= 0
-    rows, faces = np.nonzero(f_ok)
-    nbr = lay.nb[rows, lay.faces[faces]]
-    np.add.at(out, (rows, nbr, 0), timing.contact_bytes[rows, faces])
-    np.add.at(out, (rows, nbr, 1), steps)
-    np.add.at(out, (nbr, rows, 2), timing.contact_time[rows, faces])
-    return out
+    f_rows, faces = np.nonzero(lay.nb[:, lay.faces] >= 0)
+    f_nbr = lay.nb[f_rows, lay.faces[faces]]
+    ones = np.ones(rows.size)
+    parts = [  # (sender, receiver, quantity, value) of every contribution
+        (rows, nbr, 0, steps * lay.halo[rows, dirs]), (rows, nbr, 1, steps * ones),
+        (nbr, rows, 2, timing.halo_time[rows, dirs]),
+        (f_rows, f_nbr, 0, timing.contact_bytes[f_rows, faces]), (f_rows, f_nbr, 1, np.full(f_rows.size, steps * 1.0)),
+        (f_nbr, f_rows, 2, timing.contact_time[f_rows, faces]),
+    ]
+    cell = np.concatenate([(sender * n + receiver) * 3 + quantity for sender, receiver, quantity, _ in parts])
+    cells, position = np.unique(cell, return_inverse=True)
+    values = np.zeros(cells.size)
+    np.add.at(values, position, np.concatenate([value for *_, value in parts]))
+    kept = values != 0  # e.g. contact faces that exchanged nothing
+    cells, values = cells[kept], values[kept]
+    coords = np.stack([cells // (3 * n), cells // 3 % n, cells % 3])
+    return sparse.COO(coords, values, shape=(n, n, 3), has_duplicates=False, sorted=True)
+
+
+def _traffic(sim: Simulation, timing: Timing) -> Any:
+    """``traffic_matrix``, dense (numpy) where ``perfkit.model.dense_traffic`` keeps a matrix of its size dense."""
+    matrix = traffic_matrix(sim, timing)
+    return matrix.todense() if dense_traffic(sim.layout.nprocs, matrix.nnz) else matrix
 
 
 def _sizes(sim: Simulation, timing: Timing, mode: str, functions: list[str]) -> np.ndarray:

@@ -192,3 +192,32 @@ def test_slow_node_follows_the_placement():
 def test_bad_node_of_is_rejected(node_of):
     with pytest.raises(ValueError, match="node_of"):
         synthetic.simulate(48, steps=2, node_of=node_of)
+
+
+def _dense_traffic(sim: synthetic.Simulation) -> np.ndarray:
+    """The traffic of ``sim`` accumulated into a dense N x N x 3 array, contribution by contribution."""
+    lay, timing = sim.layout, sim.measured
+    out = np.zeros((lay.nprocs, lay.nprocs, 3))
+    rows, dirs = np.nonzero(lay.nb >= 0)
+    nbr = lay.nb[rows, dirs]
+    np.add.at(out, (rows, nbr, 0), sim.steps * lay.halo[rows, dirs])
+    np.add.at(out, (rows, nbr, 1), sim.steps)
+    np.add.at(out, (nbr, rows, 2), timing.halo_time[rows, dirs])
+    rows, faces = np.nonzero(lay.nb[:, lay.faces] >= 0)
+    nbr = lay.nb[rows, lay.faces[faces]]
+    np.add.at(out, (rows, nbr, 0), timing.contact_bytes[rows, faces])
+    np.add.at(out, (rows, nbr, 1), sim.steps)
+    np.add.at(out, (nbr, rows, 2), timing.contact_time[rows, faces])
+    return out
+
+
+@pytest.mark.parametrize("nprocs", [8, 27, 96, 500])
+def test_sparse_traffic_equals_the_dense_accumulation_exactly(nprocs):
+    sim = synthetic.simulate(nprocs, seed=2, steps=5)
+    matrix = synthetic.traffic_matrix(sim, sim.measured)
+    np.testing.assert_array_equal(matrix.todense(), _dense_traffic(sim))
+    assert matrix.nnz == np.count_nonzero(_dense_traffic(sim))
+    traffic = synthetic.to_dataset(sim, "slt")["traffic"]
+    assert isinstance(traffic.data, np.ndarray) == (nprocs <= 96)  # 500 ranks: 6 MB dense, sparse
+    np.testing.assert_array_equal(np.asarray(traffic.isel(run=0).data.todense() if nprocs > 96
+                                             else traffic.isel(run=0).values), _dense_traffic(sim))
