@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from os import PathLike
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from perfkit.model import densify, validate
 
 _TEXT_COORDS = ("function", "call", "kind", "metric", "units", "run", "label", "system", "mode",
                 "format", "source", "quantity", "quantity_units", "stat")
-#: zarr chunk length along ``run`` of the stores ``convert`` writes.
+#: zarr chunk length along ``run`` of the stores ``convert`` writes, and the runs per chunk ``load`` reads
+#: (unless ``chunks`` gives ``run``): lazy analyses reduce a chunk at a time, so memory does not grow with runs.
 RUN_CHUNK = 1
 #: The completeness mark: a root attribute holding the number of runs, written after everything else.
 COMPLETE = "perfkit_complete"
@@ -60,18 +62,23 @@ def load(path: str | PathLike, chunks: dict[str, int] | None = None) -> xr.Datas
     """Read a Dataset written by ``save`` or ``perfkit.convert``.
 
     With ``chunks`` (e.g. ``{"rank": 16384}``; ``{}``: the store's own chunks) the data variables
-    are dask arrays read on demand (lazy; coordinates are read at once). A store without the
+    are dask arrays read on demand (lazy; coordinates are read at once), ``RUN_CHUNK`` runs per
+    chunk unless ``chunks`` gives ``run``. A store without the
     completeness mark, or whose mark disagrees with its number of runs, is refused
     (``PerfkitFormatError``): it was not written to its end.
     """
     path = Path(path)
+    if chunks is not None:
+        chunks = {"run": RUN_CHUNK, **chunks}
     if path.suffix == ".zarr":
         if not path.exists():
             raise FileNotFoundError(2, "No such file or directory", str(path))
         if not (path / ".zmetadata").exists():
             raise PerfkitFormatError(path, None, "not a complete perfkit store: no consolidated metadata "
                                                  "(.zmetadata), which perfkit writes at its end")
-        ds = xr.open_zarr(path, consolidated=True, chunks=chunks)
+        with warnings.catch_warnings():  # a store written by ``save`` may hold more runs per chunk: split on read
+            warnings.filterwarnings("ignore", 'The specified chunks separate the stored chunks along dimension "run"')
+            ds = xr.open_zarr(path, consolidated=True, chunks=chunks)
     else:
         ds = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     _check_complete(ds, path)
