@@ -203,6 +203,35 @@ def test_without_trace_the_library_does_not_link_otf2():
     assert otf2.search(needed(traced))
 
 
+def test_coverage_program_communicators_and_persistent_requests(tmp_path):
+    """programs/coverage.c (persistent, non-blocking, probed and any-source messages, collectives, a
+    split communicator): the trace's matrices and per-call bytes are the profile's (checked against the
+    program in test_collector.py), and the split's two pairs are two communicators, in world ranks."""
+    exe = tmp_path / "coverage"
+    subprocess.run(["mpicc", "-O2", str(PROGRAMS / "coverage.c"), "-o", str(exe)], check=True)
+    result = collect(mpirun_command(4, [str(exe)]), tmp_path / "coverage.mpinside", slt=True, collective_wait=True,
+                     matrices=True, timeout=120, trace=True)
+    assert result.returncode == 0 and result.trace is not None, result.message
+    trace, profile = perfkit.open_profile(result.trace), perfkit.open_profile(result.output)
+    assert read_warnings(trace) == []
+    for q in ("bytes", "count"):
+        np.testing.assert_array_equal(_traffic(trace, q), _traffic(profile, q))
+    for metric in ("bytes_sent", "bytes_recv"):  # collectives' bytes included (messages: the matrices above)
+        # per rank: the profile counts a persistent send under its *_init call and a receive under the call
+        # that posted it, the trace where the message event is (MPI_Start, the completing Wait)
+        totals = [ds["profile"].isel(run=0).sel(metric=metric).fillna(0).sum("function").values
+                  for ds in (trace, profile)]
+        np.testing.assert_array_equal(*totals, err_msg=metric)
+    assert not _time_problems(trace, profile)
+    import otf2
+
+    with otf2.reader.open(str(result.trace / "traces.otf2")) as archive:
+        groups = {str(c.name): sorted(int(m) if not hasattr(m, "_ref") else m._ref for m in c.group.members)
+                  for c in archive.definitions.comms}
+    assert groups["MPI_COMM_WORLD"] == [0, 1, 2, 3]
+    assert sorted(v for k, v in groups.items() if k.startswith("MPI communicator")) == [[0, 1], [2, 3]]
+
+
 # ---------- the lab: wait states against the truth ----------
 
 LAB_CASES = [(s, n) for s in CONFIG for n in (4, 8)]
