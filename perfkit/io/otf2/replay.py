@@ -96,7 +96,7 @@ def _collectives(rec: Records, comm_ranks: dict[int, np.ndarray], start: np.ndar
         return [], 0
     table = pd.DataFrame({"rank": rec.coll_rank, "comm": rec.coll_comm})
     k = table.groupby(["rank", "comm"], sort=False).cumcount().to_numpy()
-    _, group = np.unique(np.stack([rec.coll_comm, k]), axis=1, return_inverse=True)
+    _, group = np.unique(rec.coll_comm.astype(np.int64) * (int(k.max()) + 1) + k, return_inverse=True)
     group = group.ravel()
     node = first_node + group
     inst, op = rec.coll_inst, rec.coll_op

@@ -131,8 +131,8 @@ def compute_waits(rec: Records, region_names: dict[int, str], comm_ranks: dict[i
     states = np.zeros((nranks, len(STATES)), dtype=np.int64)
     for j, values in enumerate((ls, wrong, lr)):
         states[:, j] = np.bincount(rec.inst_rank, weights=values, minlength=nranks)[:nranks].astype(np.int64)
-    for j, name in enumerate(STATES[3:], start=3):
-        values = np.where(pattern == name, coll, 0)
+    for j in range(3, len(STATES)):
+        values = np.where(pattern == j, coll, 0)
         states[:, j] = np.bincount(rec.inst_rank, weights=values, minlength=nranks)[:nranks].astype(np.int64)
     return Waits(ls, lr, coll, states, send_i, recv_i, warnings)
 
@@ -174,9 +174,9 @@ def _late_receiver(rec: Records, send_i: np.ndarray, recv_i: np.ndarray, region_
 
 def _collective(rec: Records, comm_ranks: dict[int, np.ndarray], n_inst: int,
                 warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Collective wait ticks per instance and the instance's wait pattern (a ``STATES`` name or "")."""
+    """Collective wait ticks per instance and the instance's wait pattern (its index in ``STATES``, -1: none)."""
     wait = np.zeros(n_inst, dtype=np.int64)
-    pattern = np.full(n_inst, "", dtype=object)
+    pattern = np.full(n_inst, -1, dtype=np.int64)
     if not rec.coll_rank.size:
         return wait, pattern
     enter, leave = rec.inst_enter[rec.coll_inst], rec.inst_leave[rec.coll_inst]
@@ -207,7 +207,7 @@ def _collective(rec: Records, comm_ranks: dict[int, np.ndarray], n_inst: int,
         [last, root_enter, first_other, scan_last], default=enter)
     names = np.select([np.isin(op, list(BARRIER)), np.isin(op, list(NXN)), np.isin(op, list(ONE_TO_N)),
                        np.isin(op, list(N_TO_ONE)), np.isin(op, list(SCAN))],
-                      ["wait_barrier", "wait_nxn", "late_broadcast", "early_reduce", "early_scan"], default="")
+                      [STATES.index(name) for name in STATES[3:]], default=-1)
     waited = np.clip(np.minimum(until, leave) - enter, 0, None)
     np.maximum.at(wait, rec.coll_inst, waited)
     pattern[rec.coll_inst] = names
