@@ -19,7 +19,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "closed_loop.json"
 CHOSEN = {"p0": "stencil2d-shuffled", "p6": "stencil2d-shuffled-leaf-switches", "n0": "network-x4"}
 KEYS = ("case", "nodes", "cores", "bandwidth_bit_s", "switch_size", "strategy", "k", "elapsed_before_measured",
         "elapsed_predicted", "elapsed_low", "elapsed_high", "elapsed_measured", "elapsed_error_pct", "in_interval",
-        "bytes_predicted", "bytes_measured", "bytes_error_pct", "loop_before_s", "loop_after_s", "load_average")
+        "bytes_predicted", "bytes_measured", "bytes_error_pct", "loop_before_s", "loop_after_s", "load_average",
+        "elapsed_before_all", "elapsed_after_all")
 
 
 def main(keep: Path) -> None:
@@ -69,7 +70,8 @@ waits for its own; 15 steps after one warm-up step) run on `perfkit testbed` (8 
 2 cores, each node's link shaped to the rate given; Open MPI), profiled by `perfkit collect
 --matrices` under block placement (`before.mpinside`), placed with `perfkit place`, predicted, and
 re-run with the rankfile (`<strategy>.rankfile` -> `<strategy>.mpinside`), or re-run on links k
-times faster (`after.mpinside`). `loop.json` holds, per re-run, what was predicted and measured:
+times faster (`after.mpinside`). Every profile and re-run was run three times and the run with the
+median elapsed time is the one kept here (`elapsed_before_all`, `elapsed_after_all`: all three). `loop.json` holds, per re-run, what was predicted and measured:
 inter-node bytes measured by the kernel's counters of the nodes' links less the frames' headers,
 elapsed time from the end of MPI_Init to the start of MPI_Finalize by the profiles. Notebook
 `05_placement.ipynb` section 7 reads them; `tests/placement/test_network_prediction.py` checks them.
@@ -99,6 +101,8 @@ perfkit testbed --nodes 8 --cores 2 --bandwidth 200mbit --report after.json -- \
 ```
 
 where `EXCHANGE` is `python -c "from perfkit.collect.lab.build import exchange_binary; print(exchange_binary())"`.
+`perfkit loop --nodes 8 --cores 2 --bandwidth 200mbit --strategy scotch round_robin --runs 3 -o loop/ --
+EXCHANGE pattern.txt steps=15 step=0.02` does all of it, three runs of each, and writes `loop/loop.json`.
 """
 
 

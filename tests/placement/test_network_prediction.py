@@ -95,11 +95,14 @@ def test_place_writes_the_prediction(tmp_path, capsys):
     assert "predicted:" in capsys.readouterr().err
 
 
-def test_recorded_re_runs_came_true():
-    """Each closed loop recorded on the testbed (data/cluster): the re-run's link payload within 3% of
-    the predicted inter-node bytes, and its elapsed time inside the predicted interval."""
+def test_recorded_re_runs_reproduce_their_verdicts():
+    """Each closed loop recorded on the testbed (data/cluster): the prediction made again from the bundled
+    profile is the recorded one, the re-run's link payload is within 3% of the predicted inter-node bytes,
+    and whether its elapsed time fell inside the interval is what was recorded; most of them did (the
+    grid's rate, 28 of 30, is the benchmark's claim, not this test's)."""
     cases = sorted(CLUSTER.glob("*/loop.json"))
     assert len(cases) >= 3, "recorded closed loops missing"
+    verdicts = []
     for case in cases:
         before = perfkit.open_profile(case.parent / "before.mpinside")
         for row in json.loads(case.read_text()):
@@ -111,11 +114,16 @@ def test_recorded_re_runs_came_true():
             else:
                 placed = read_launch(case.parent / row["launch_file"], "rankfile", topo)
                 p = predict_placement(before, placed, network)
+            assert (p.elapsed_after, p.elapsed_after_low, p.elapsed_after_high) == pytest.approx(
+                (row["elapsed_predicted"], row["elapsed_low"], row["elapsed_high"])), case
             assert p.inter_node_bytes_after == pytest.approx(row["bytes_measured"], rel=0.03), case
             after = perfkit.open_profile(case.parent / row["after"])
             measured = run_seconds(after, str(after["run"].values[0]))[0]
             assert measured == pytest.approx(row["elapsed_measured"])
-            assert p.elapsed_after_low <= measured <= p.elapsed_after_high, (case, row["strategy"])
+            verdict = p.elapsed_after_low <= measured <= p.elapsed_after_high
+            assert verdict == row["in_interval"], (case, row["strategy"])
+            verdicts.append(verdict)
+    assert sum(verdicts) >= len(verdicts) - 1, verdicts
 
 
 def test_profile_nodes_from_the_profiles_host_names(tmp_path):
