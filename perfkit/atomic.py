@@ -112,16 +112,28 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
-def remove(path: Path) -> None:
-    """Remove a temporary file or folder (retried briefly: threads stopped by a signal may still be writing)."""
-    for _ in range(5):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-        if not (path.exists() or path.is_symlink()):
+def remove(path: Path, settle: float = 0.0, limit: float = 5.0) -> None:
+    """Remove a temporary file or folder; with ``settle``, again until it has stayed absent that long [s]
+    (a write a signal cut short may still be completing on another thread and create it anew), for at
+    most ``limit`` s."""
+    start = absent = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if path.exists() or path.is_symlink():
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            absent = now
+            continue
+        if now - absent >= settle or now - start >= limit:
             return
         time.sleep(0.05)
+
+
+def left(folder: str | PathLike) -> list[Path]:
+    """The temporaries of this process in ``folder`` (none once its writers are done or stopped)."""
+    return sorted(Path(folder).glob(f".*{TAG}{os.getpid()}*"))
 
 
 @contextmanager
@@ -135,7 +147,7 @@ def writing(target: str | PathLike, part: str = "") -> Iterator[Path]:
     try:
         yield temp
     except BaseException:
-        remove(temp)
+        remove(temp, settle=0.3)
         raise
 
 

@@ -91,16 +91,11 @@ def _configure_info(parser: argparse.ArgumentParser) -> Runner:
 
 def _run_info(args: argparse.Namespace) -> int:
     import perfkit
-    from perfkit.model import read_warnings
+    from perfkit.commands.info import describe
 
     ds = perfkit.open_runs(_expand(args.paths), format=args.format, progress=False, errors=_quiet(args.errors))
     _print_refused(ds)
-    fields = ["nprocs", "nodes", "ppn", "mode", "elapsed", "format"]
-    print(ds[fields].to_dataframe()[fields].to_string())
-    print(f"\nranks: {ds.sizes['rank']}, functions: {', '.join(map(str, ds['function'].values))}")
-    print(f"metrics: {', '.join(map(str, ds['metric'].values))}; variables: {', '.join(map(str, ds.data_vars))}")
-    for warning in read_warnings(ds):
-        print(f"warning: {warning}")
+    print(describe(ds), end="")
     return 0
 
 
@@ -123,8 +118,8 @@ def _run_convert(args: argparse.Namespace) -> int:
     from perfkit import signals
 
     before = _identity(args.output)
-    return signals.run("convert", lambda: _convert(args),
-                       lambda: f"{_fate(args.output, before)}, temporary files removed")
+    return signals.run("convert", lambda: _convert(args), lambda: f"{_fate(args.output, before)}, "
+                                                                  f"{_temporaries([args.output])}")
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -298,7 +293,17 @@ def _run_place(args: argparse.Namespace) -> int:
     outputs = [path for path in (args.output, args.prediction) if path]
     before = [_identity(path) for path in outputs]
     fates = lambda: ", ".join(_fate(path, old) for path, old in zip(outputs, before)) or "nothing written"  # noqa: E731
-    return signals.run("place", lambda: _place(args), lambda: f"{fates()}, temporary files removed")
+    return signals.run("place", lambda: _place(args), lambda: f"{fates()}, {_temporaries(outputs)}")
+
+
+def _temporaries(outputs: Sequence[str | Path]) -> str:
+    """Whether this run's temporaries beside ``outputs`` are gone, as said when it is stopped."""
+    from perfkit import atomic
+
+    left = [path for folder in {Path(p).parent for p in outputs} for path in atomic.left(folder)]
+    if not left:
+        return "temporary files removed"
+    return f"{len(left)} temporary file(s) left, which the next run removes: {', '.join(p.name for p in left)}"
 
 
 def _identity(path: str | Path) -> tuple[int, int] | None:
@@ -387,32 +392,16 @@ def _write_prediction(out: Path, p: Any) -> None:
     import json
 
     from perfkit import atomic
+    from perfkit.commands.info import prediction_line
 
     atomic.write_text(out, json.dumps(p.as_dict(), indent=2) + "\n")
-    print(f"predicted: inter-node bytes {p.inter_node_bytes_before:.4g} -> {p.inter_node_bytes_after:.4g}; elapsed "
-          f"{p.elapsed_before:.3f} s -> {p.elapsed_after:.3f} s [{p.elapsed_after_low:.3f}, {p.elapsed_after_high:.3f}]"
-          f" (before: {p.placement_before}; network {p.network.sources.get('node_link_Bps', '?')}); "
-          f"written to {out}", file=sys.stderr)
+    print(prediction_line(p, str(out)), file=sys.stderr)
 
 
 def _summary(strategy: str, cost: Any, block: Any, info: dict[str, Any]) -> str:
-    rows = [
-        ("inter-node bytes", "inter_node_bytes"),
-        ("hop-bytes", "hop_bytes"),
-        ("max NIC bytes", "max_nic_bytes"),
-        ("est. comm time [s]", "time_s"),
-    ]
-    written = "block (kept)" if info.get("kept_block") else strategy
-    lines = [f"{'':20s} {written:>14s} {'block':>14s} {'change':>8s}"]
-    for label, field in rows:
-        mine, base = getattr(cost, field), getattr(block, field)
-        change = f"{100 * (mine / base - 1):+7.1f}%" if base else "     n/a"
-        lines.append(f"{label:20s} {mine:14.4g} {base:14.4g} {change}")
-    lines.append(f"inter-node share: {100 * cost.inter_node_fraction:.1f}% ({written}) vs "
-                 f"{100 * block.inter_node_fraction:.1f}% (block)")
-    if "decision" in info:
-        lines.append(info["decision"])
-    return "\n".join(lines)
+    from perfkit.commands.info import placement_summary
+
+    return placement_summary(strategy, cost, block, info)
 
 
 _COLLECT_EPILOG = """\

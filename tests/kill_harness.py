@@ -123,7 +123,6 @@ def _warm_up() -> None:
         try:
             main(["convert", str(runs[0]), "-o", f"{tmp}/a.zarr", "--workers", "1"])
             main(["convert", str(runs[1]), "-o", f"{tmp}/a.zarr", "--workers", "1", "--append"])
-            main(["convert", str(runs[1]), "-o", f"{tmp}/a.nc", "--workers", "1"])
             main(["place", str(runs[0]), "--nodes", "2", "--ppn", "24", "-o", f"{tmp}/rankfile",
                   "--prediction", f"{tmp}/p.json"])
         finally:

@@ -205,7 +205,7 @@ def test_place_killed_anywhere_leaves_old_or_new_files(forker, runs, tmp_path):
     assert status == 0, err
     new = launch.read_bytes(), prediction.read_bytes()
     assert new[0] != old[0] and json.loads(new[1]) != json.loads(old[1])
-    for k, sig in enumerate([signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL] * 2):
+    for k, sig in enumerate([signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL]):
         launch.write_bytes(old[0])
         prediction.write_bytes(old[1])
         kills.kill(["place", *common, "--strategy", "scotch"], duration, sig)

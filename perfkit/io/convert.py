@@ -19,7 +19,7 @@ import multiprocessing
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import as_completed as pool_completed
 from os import PathLike
 from pathlib import Path
@@ -307,12 +307,18 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
     validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2)
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
     batches = list(_batches(sources, cells))
-    for start, parts in _progress(batches, len(batches), progress, "writing", "batch"):
-        block = xr.concat([_aligned(part, coords, dims_of, dtypes, chunks) for part in parts], dim="run",
-                          join="exact")
-        block = block.chunk({dim: chunks[dim] for dim in block.dims})
-        with dask.config.set(scheduler="threads"):  # here, not on a cluster: one batch in memory, no transfers
-            block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
+    # here, not on a cluster: one batch in memory, no transfers; threads of our own, so that an interrupted
+    # write waits for the chunks being written (none is written after this returns or raises)
+    pool = ThreadPoolExecutor(os.cpu_count() or 1)
+    try:
+        with dask.config.set(scheduler="threads", pool=pool):
+            for start, parts in _progress(batches, len(batches), progress, "writing", "batch"):
+                block = xr.concat([_aligned(part, coords, dims_of, dtypes, chunks) for part in parts], dim="run",
+                                  join="exact")
+                block = block.chunk({dim: chunks[dim] for dim in block.dims})
+                block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     mark_complete(target, n_runs)
     return target
 
