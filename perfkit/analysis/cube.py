@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 import dask
@@ -126,8 +127,11 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
     """``arrays`` in memory, dask ones computed together (the cube is read once for all of them).
 
     Each dask array is written block by block into its own numpy array, so that a large per-rank
-    result is never held twice (as blocks and then joined). On a ``dask.distributed`` client the
-    workers cannot write into this process's arrays: the results are computed there and gathered.
+    result is never held twice (as blocks and then joined). When every dask array is chunked alike
+    along its first axis (``run`` in the analyses), they are computed one chunk of it at a time:
+    only the tasks of those runs are built and held, so memory does not grow with the number of
+    runs. On a ``dask.distributed`` client the workers cannot write into this process's arrays:
+    the results are computed there and gathered.
     """
     lazy = [i for i, array in enumerate(arrays) if isinstance(array, dask.array.Array)]
     if not lazy:
@@ -139,7 +143,13 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
         return tuple(out)
     for i in lazy:
         out[i] = np.empty(arrays[i].shape, dtype=arrays[i].dtype)
-    dask.array.store([arrays[i] for i in lazy], [out[i] for i in lazy], lock=False)
+    firsts = {arrays[i].chunks[0] if arrays[i].ndim else () for i in lazy}
+    bounds = np.cumsum((0, *next(iter(firsts)))) if len(firsts) == 1 and len(next(iter(firsts))) > 1 else None
+    if bounds is None:
+        dask.array.store([arrays[i] for i in lazy], [out[i] for i in lazy], lock=False)
+        return tuple(out)
+    for start, stop in pairwise(bounds):
+        dask.array.store([arrays[i][start:stop] for i in lazy], [out[i][start:stop] for i in lazy], lock=False)
     return tuple(out)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import dask
 import dask.array as da
+import dask.callbacks
 import numpy as np
 import pandas as pd
 import pytest
@@ -173,3 +174,29 @@ def test_lazy_peak_memory_is_a_few_chunks(name: str, big_store: Path) -> None:
         compute = result.sel(kind="compute")
         np.testing.assert_allclose(compute["mean"], np.mean(COMPUTE), atol=0.1)
         assert (compute["max"] <= COMPUTE[1]).all() and (compute["min"] >= COMPUTE[0]).all()
+
+
+@pytest.mark.parametrize("name", ["imbalance", "imbalance by kind", "pop_metrics", "scaling", "whatif"])
+def test_no_task_holds_more_than_one_chunk_of_runs(name: str, small_store: Path) -> None:
+    """Every task of the analysis outputs at most one run (the store's run chunk) and at most one
+    block of ranks' worth of the cube: memory follows the chunk, whatever the number of runs.
+    """
+    ds = load(small_store, chunks={"rank": 500})
+    runs, chunk = ds.sizes["run"], 500 * ds.sizes["function"] * ds.sizes["metric"] * 8
+    assert runs == 3 and ds["profile"].chunks[0] == (1, 1, 1)
+    outputs: list[tuple[str, tuple[int, ...], int]] = []
+
+    def record(key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+        if isinstance(result, np.ndarray) and result.ndim >= 2:
+            outputs.append((str(key), result.shape, result.nbytes))
+
+    with dask.callbacks.Callback(posttask=record):
+        result = ANALYSES[name](ds)
+    assert outputs, "the analysis computed nothing lazily"
+    assert max(shape[0] for _, shape, _ in outputs) == 1, [o for o in outputs if o[1][0] > 1][:3]
+    assert max(nbytes for *_, nbytes in outputs) <= chunk
+    reference = ANALYSES[name](load(small_store))
+    if isinstance(result, pd.DataFrame):
+        pd.testing.assert_frame_equal(result, reference, rtol=1e-12)
+    else:
+        xr.testing.assert_allclose(result, reference, rtol=1e-12)
