@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_held: list[str] | None = None  # inside ``deferred()``: the signals received, raised at its end
 
 
 @contextmanager
@@ -29,6 +30,9 @@ def stopping() -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         for sig in previous:  # the first signal stops; the clean-up that follows is not interrupted again
             signal.signal(sig, signal.SIG_IGN)
+        if _held is not None:
+            _held.append(signal.Signals(signum).name)
+            return
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     try:
@@ -41,6 +45,24 @@ def stopping() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Inside ``stopping()``, a signal received in the block is raised when the block ends: a write that
+    other threads carry out (zarr's I/O loop, dask's pool) is never cut short, to go on writing after its
+    temporary was removed. Keep the block to one bounded write (one run, one batch)."""
+    global _held
+    if _held is not None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _held = []
+    try:
+        yield
+    finally:
+        held, _held = _held, None
+        if held:
+            raise KeyboardInterrupt(held[0])
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from os import PathLike
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import xarray as xr
 from perfkit import atomic
 from perfkit.errors import PerfkitFormatError
 from perfkit.model import densify, validate
+from perfkit.signals import deferred
 
 _TEXT_COORDS = ("function", "call", "kind", "metric", "units", "run", "label", "system", "mode",
                 "format", "source", "quantity", "quantity_units", "stat")
@@ -35,11 +37,14 @@ def save(ds: xr.Dataset, path: str | PathLike, *, overwrite: bool = False) -> Pa
     atomic.check_output(path, overwrite=overwrite, store=zarr_store, option="overwrite=True")
     ds = densify(validate(ds))
     with atomic.writing(path) as temp:
-        if zarr_store:
-            ds.to_zarr(temp, mode="w", consolidated=True, zarr_format=2)
-        else:
-            ds.to_netcdf(temp, engine="h5netcdf", mode="w")
-        mark_complete(temp, ds.sizes.get("run", 0), zarr_store=zarr_store)
+        # a stop waits for a store's write (zarr's I/O thread would go on writing into the removed temporary);
+        # a netCDF file is written through its open handle: removing it is enough
+        with deferred() if zarr_store else nullcontext():
+            if zarr_store:
+                ds.to_zarr(temp, mode="w", consolidated=True, zarr_format=2)
+            else:
+                ds.to_netcdf(temp, engine="h5netcdf", mode="w")
+            mark_complete(temp, ds.sizes.get("run", 0), zarr_store=zarr_store)
         atomic.put_in_place(temp, path)
     return path
 

@@ -33,3 +33,18 @@ def test_a_signal_stops_the_body_cleans_up_and_gives_the_shell_status(sig, statu
 def test_a_body_that_ends_returns_its_status(capsys):
     assert signals.run("place", lambda: 3, lambda: "never said") == 3
     assert capsys.readouterr().err == ""
+
+
+def test_a_signal_in_a_deferred_write_stops_the_command_when_the_write_ends(capsys):
+    steps = []
+
+    def body() -> int:
+        with signals.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            steps.append("write completed")
+        steps.append("never reached")
+        return 0
+
+    assert signals.run("convert", body, lambda: "out.zarr left as it was") == 143
+    assert steps == ["write completed"]
+    assert capsys.readouterr().err == "perfkit convert: stopped by SIGTERM; out.zarr left as it was\n"

@@ -54,7 +54,7 @@ from perfkit.model import (
     validate,
     variable_dims,
 )
-from perfkit.signals import ignored_by_children
+from perfkit.signals import deferred, ignored_by_children
 from perfkit.storage import RUN_CHUNK, load, mark_complete, save
 
 #: Output kinds ``convert`` writes: a zarr store (lazy loading, appending) or a netCDF-4 file.
@@ -205,8 +205,9 @@ def _write_part(ds: xr.Dataset, part: Path) -> None:
     encoding = {name: {"compressors": None, "chunks": tuple(min(n, RANK_CHUNK) if dim in _RANK_DIMS else n
                                                             for dim, n in var.sizes.items())}
                 for name, var in ds.data_vars.items()}
-    densify(validate(ds)).to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
-    mark_complete(part, ds.sizes["run"])
+    with deferred():
+        densify(validate(ds)).to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
+        mark_complete(part, ds.sizes["run"])
 
 
 def _open_part(part: Path) -> xr.Dataset:
@@ -304,7 +305,8 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                                     tuple(chunks[d] for d in dims)))
                 for name, dims in dims_of.items()}
     layout = combine_coord_attrs(xr.Dataset(template, coords=coords, attrs=attrs), sources)
-    validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2)
+    with deferred():
+        validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2)
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
     batches = list(_batches(sources, cells))
     # here, not on a cluster: one batch in memory, no transfers; threads of our own, so that an interrupted
@@ -316,10 +318,12 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                 block = xr.concat([_aligned(part, coords, dims_of, dtypes, chunks) for part in parts], dim="run",
                                   join="exact")
                 block = block.chunk({dim: chunks[dim] for dim in block.dims})
-                block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
+                with deferred():
+                    block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    mark_complete(target, n_runs)
+    with deferred():
+        mark_complete(target, n_runs)
     return target
 
 
