@@ -26,6 +26,8 @@ import pandas as pd
 import xarray as xr
 from scipy import optimize, stats
 
+from perfkit import text as fmt
+
 Term = tuple[float, int]  #: (i, j): the term N**i * log2(N)**j
 
 CONSTANT: Term = (0.0, 0)
@@ -525,7 +527,8 @@ def _rises(n: np.ndarray, t: np.ndarray) -> list[str]:
     """Warnings where mean time rises with N by more than RISE_TOLERANCE (Amdahl can't)."""
     means = pd.Series(t).groupby(n).mean()
     rising = [
-        f"{a:g}->{b:g}" for (a, ta), (b, tb) in itertools.pairwise(means.items()) if tb > ta * (1 + RISE_TOLERANCE)
+        f"{fmt.number(a)}->{fmt.number(b)}" for (a, ta), (b, tb) in itertools.pairwise(means.items())
+        if tb > ta * (1 + RISE_TOLERANCE)
     ]
     if not rising:
         return []
@@ -544,12 +547,12 @@ def _rise_past_best(fit: ModelFit) -> list[str]:
     if later.empty:
         return []
     worst = float(later.idxmax())
-    text = (f"measured time rises past N={best:g} ({means.min():.4g} s, up to {later.max():.4g} s at "
-            f"N={worst:g}, +{later.max() / means.min() - 1:.0%})")
+    text = (f"measured time rises past N={fmt.number(best)} ({fmt.seconds(means.min())}, up to "
+            f"{fmt.seconds(later.max())} at N={fmt.number(worst)}, {fmt.percent(later.max() / means.min() - 1, True)})")
     if fit.slower_past_best:
-        return [f"{text}; the model follows it (best N = {fit.best_nprocs:.3g})"]
-    return [f"{text} but the {fit.name} model does not follow it (its best N = {fit.best_nprocs:.3g}): "
-            f"best_nprocs is not the optimum here; the measurements say N={best:g}"]
+        return [f"{text}; the model follows it (best N = {fmt.number(fit.best_nprocs)})"]
+    return [f"{text} but the {fit.name} model does not follow it (its best N = {fmt.number(fit.best_nprocs)}): "
+            f"best_nprocs is not the optimum here; the measurements say N={fmt.number(best)}"]
 
 
 def _t_quantile(level: float, dof: int) -> float:
