@@ -64,17 +64,18 @@ def _line(folder: str, r: dict) -> str:
 
 README = """# Closed loops recorded on the testbed
 
-Measured, not synthetic: the lab's exchange program (`perfkit.collect.lab.build.exchange_binary`,
-a bulk-synchronous step of 20 ms compute, then every rank sends its messages of `pattern.txt` and
-waits for its own; 15 steps after one warm-up step) run on `perfkit testbed` (8 emulated nodes of
-2 cores, each node's link shaped to the rate given; Open MPI), profiled by `perfkit collect
+Measured, not synthetic: the lab's exchange program (`perfkit.collect.lab.build.exchange_binary`, a
+bulk-synchronous step of 20 ms compute, then every rank sends its messages of `pattern.txt` and
+waits for its own; 15 steps after one warm-up step) run on `perfkit testbed` (8 emulated nodes of 2
+cores, each node's link shaped to the rate given; Open MPI), profiled by `perfkit collect
 --matrices` under block placement (`before.mpinside`), placed with `perfkit place`, predicted, and
 re-run with the rankfile (`<strategy>.rankfile` -> `<strategy>.mpinside`), or re-run on links k
 times faster (`after.mpinside`). Every profile and re-run was run three times and the run with the
-median elapsed time is the one kept here (`elapsed_before_all`, `elapsed_after_all`: all three). `loop.json` holds, per re-run, what was predicted and measured:
-inter-node bytes measured by the kernel's counters of the nodes' links less the frames' headers,
-elapsed time from the end of MPI_Init to the start of MPI_Finalize by the profiles. Notebook
-`05_placement.ipynb` section 7 reads them; `tests/placement/test_network_prediction.py` checks them.
+median elapsed time is the one kept here (`elapsed_before_all`, `elapsed_after_all`: all three).
+`loop.json` holds, per re-run, what was predicted and measured: inter-node bytes measured by the
+kernel's counters of the nodes' links less the frames' headers, elapsed time from the end of
+MPI_Init to the start of MPI_Finalize by the profiles. Notebook `05_placement.ipynb` section 7 reads
+them; `tests/placement/test_network_prediction.py` checks them.
 
 | folder | testbed | change | inter-node bytes predicted / measured | elapsed before | predicted [interval] | measured |
 |---|---|---|---|---|---|---|
