@@ -476,6 +476,12 @@ def _configure_report(parser: argparse.ArgumentParser) -> Runner:
     return configure_report(parser)
 
 
+def _configure_explore(parser: argparse.ArgumentParser) -> Runner:
+    from perfkit.commands.explore import configure_explore
+
+    return configure_explore(parser)
+
+
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Runner]]] = {
     "diagnose": ("Findings: what limits each run, most time at stake first, with the evidence.", configure_diagnose),
     "whatif": ("Predicted elapsed time if the network, compute or balance were better.", configure_whatif),
@@ -485,4 +491,6 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Runner]]] = {
     "compare": ("Run against run: A - B per MPI function and per rank, time and bytes.", configure_compare),
     "report": ("One self-contained HTML page: POP table, scaling plots, findings, per-rank profiles and traffic.",
                _configure_report),
+    "explore": ("Serve the explorer dashboard of these runs in a browser (panel, on this machine).",
+                _configure_explore),
 }
