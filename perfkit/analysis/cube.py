@@ -153,6 +153,20 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def by_run_chunks(ds: xr.Dataset, compute: Callable[[xr.Dataset], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    """``compute(ds)``, on a dask-backed cube one chunk of runs at a time, its arrays joined along their first axis.
+
+    ``compute`` returns arrays whose first axis is ``run``, each run's values depending on that run
+    alone. Only the tasks of one chunk of runs are ever built, so memory does not grow with runs.
+    """
+    chunks = ds.variables["profile"].chunks
+    if chunks is None or len(chunks[0]) < 2:
+        return compute(ds)
+    bounds = np.cumsum((0, *chunks[0]))
+    parts = [compute(ds.isel(run=slice(start, stop))) for start, stop in pairwise(bounds)]
+    return tuple(np.concatenate(arrays, axis=0) for arrays in zip(*parts, strict=True))
+
+
 def rank_totals(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
                 ranks: tuple[int, int] | None = None) -> pd.DataFrame:
     """Per-rank totals of ``metric`` per ``by`` group ("function", "call" or "kind") of one run, in its units.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Literal
 
 import numpy as np
@@ -79,6 +80,12 @@ def imbalance(ds: xr.Dataset, by: Group = "function", metric: str = "time") -> x
     ``load_balance``; NaN where the group has no data in a run. A dask-backed cube is reduced
     over ranks block by block.
     """
+    chunks = ds.variables["profile"].chunks
+    if chunks is not None and len(chunks[0]) > 1:  # one chunk of runs at a time: memory flat in runs
+        bounds = np.cumsum((0, *chunks[0]))
+        return xr.concat([imbalance(ds.isel(run=slice(start, stop)), by, metric)
+                          for start, stop in pairwise(bounds)], dim="run", data_vars="all", coords="minimal",
+                         compat="override", join="override")
     return stats_over_ranks(grouped(ds, by, metric), _unit(ds, metric))
 
 

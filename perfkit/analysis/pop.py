@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from perfkit.analysis.cube import evaluate, over_ranks, per_rank, run_coords, with_loaded_coords
+from perfkit.analysis.cube import by_run_chunks, evaluate, over_ranks, per_rank, run_coords, with_loaded_coords
 from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, lazy_breakdown
 
 #: The hierarchy, top down, with each metric's depth (for the indented POP table).
@@ -83,15 +83,21 @@ def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | No
     ``weak`` marks a weak-scaling series (default: the ``scaling`` run coordinate when present).
     """
     ds = with_loaded_coords(ds.drop_vars("traffic", errors="ignore"))
-    return pop_from_parts(ds, lazy_breakdown(ds), reference=reference, weak=weak)
+    over = by_run_chunks(ds, lambda sub: _over_ranks(sub, lazy_breakdown(sub)))
+    return _from_reductions(ds, over, reference=reference, weak=weak)
 
 
 def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: str | None = None,
                    weak: bool | None = None) -> xr.Dataset:
     """``pop_metrics`` from a ``breakdown`` of ``ds`` (in memory, or lazy: reduced over ranks block by block)."""
     ds = with_loaded_coords(ds)
-    present, busy, per_rank, useful_max, useful_mean, count, longest, longest_full, longest_busy = _over_ranks(
-        ds, parts)
+    return _from_reductions(ds, _over_ranks(ds, parts), reference=reference, weak=weak)
+
+
+def _from_reductions(ds: xr.Dataset, over: tuple[np.ndarray, ...], *, reference: str | None,
+                     weak: bool | None) -> xr.Dataset:
+    """``pop_metrics`` from the per-run reductions of ``_over_ranks``."""
+    present, busy, per_rank, useful_max, useful_mean, count, longest, longest_full, longest_busy = over
     with np.errstate(invalid="ignore", divide="ignore"):
         useful_max, useful_mean = np.where(per_rank, useful_max, np.nan), np.where(per_rank, useful_mean, np.nan)
         useful_total = useful_mean * count
