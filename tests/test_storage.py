@@ -108,3 +108,13 @@ def test_a_store_without_the_completeness_mark_is_refused(tmp_path, two_runs):
     ds.to_netcdf(tmp_path / "plain.nc", engine="h5netcdf")
     with pytest.raises(perfkit.PerfkitFormatError, match=r"plain\.nc: no completeness mark"):
         perfkit.load(tmp_path / "plain.nc")
+
+
+@pytest.mark.parametrize("suffix", [".zarr", ".nc"])
+def test_lazy_load_reads_one_run_per_chunk_unless_told(tmp_path, two_runs, suffix):
+    path = perfkit.save(perfkit.combine_runs(two_runs), tmp_path / f"runs{suffix}")
+    lazy = perfkit.load(path, chunks={"rank": 2})
+    assert lazy["profile"].chunks[0] == (1, 1)
+    assert lazy["profile"].chunks[1][0] == 2
+    assert perfkit.load(path, chunks={"run": 2})["profile"].chunks[0] == (2,)
+    xr.testing.assert_identical(lazy.load(), perfkit.load(path))
