@@ -119,7 +119,7 @@ def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth
             placement = place(before["profile"], topology, strategy=strategy, seed=seed)
             prediction = predict_placement(before["profile"], placement, network)
             launch_file = work / f"{strategy}.{fmt}"
-            placement.write(fmt, launch_file)
+            placement.write(fmt, launch_file, overwrite=True)  # a re-used work folder holds the last loop's
             after = repeated_run(tb, mpi_launch(mpi, nprocs, program, (flag, str(launch_file))),
                                  work / f"{strategy}.mpinside", timeout, repeats)
             rows.append({"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "switch_size": switch_size,
