@@ -9,7 +9,8 @@ machine is shared: wall times stretch with its load, CPU times less so):
 * ``generate``: ``perfkit.synthetic.generate_run(ranks, "slt", steps=...)`` with its traffic matrix
   (a ``sparse.COO``: the 3-D stencil's partners, no N x N array) and size histograms;
 * ``place``: the same run generated, then ``perfkit.place(run, Topology(nodes, ppn), "scotch")``
-  (the node route above ``CORE_LEVEL_MAX_RANKS`` ranks) on the run's traffic, never densified.
+  (the node route above ``CORE_LEVEL_MAX_RANKS`` ranks) on the run's traffic, never densified;
+  Scotch maps in a worker process, whose peak resident memory is reported beside.
 
 Run: ``nice -n 19 python benchmarks/bench_synthetic_scale.py [--ranks 100000] [--steps 20]``.
 """
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "synthetic_scale.json"
 
 MEASURE = """
-import json, os, sys, threading, time
+import json, os, resource, sys, threading, time
 import perfkit
 from perfkit import synthetic
 from perfkit.placement.topology import Topology
@@ -52,7 +53,8 @@ if what == "place":
     placement = perfkit.place(run, Topology(nodes=-(-ranks // ppn), cores=ppn), "scotch", timeout=3000)
     out.update(place_s=time.perf_counter() - start, place_cpu_s_this_process=time.process_time() - cpu,
                route=placement.info.get("route"),
-               inter_node_fraction=placement.cost().inter_node_fraction)
+               inter_node_fraction=placement.cost().inter_node_fraction,
+               mapping_process_peak_rss_mib=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
 done.set()
 sampler.join()
 out.update(what=what, rss_increase_mib=(max(peak[0], rss()) - base) / 2**20)
