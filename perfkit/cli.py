@@ -346,7 +346,7 @@ def _place_and_write(args: argparse.Namespace) -> int:
 
     described = {}
     if args.bandwidth is not None:  # the described links replace the default rates of the cost table
-        from perfkit.collect.testbed.spec import parse_rate, parse_time
+        from perfkit.placement.network import parse_rate, parse_time
 
         link = parse_rate(args.bandwidth) / 8
         uplink = parse_rate(args.uplink) / 8 if args.uplink else link
@@ -374,8 +374,7 @@ def _place_and_write(args: argparse.Namespace) -> int:
 
 def _prediction(args: argparse.Namespace, data: Any, placement: Any) -> Any:
     """``place --prediction FILE``: the prediction of the re-run."""
-    from perfkit.collect.testbed.spec import parse_rate, parse_time
-    from perfkit.placement.network import Network
+    from perfkit.placement.network import Network, parse_rate, parse_time
     from perfkit.placement.predict import predict_placement
 
     if not hasattr(data, "data_vars") or "profile" not in data:
