@@ -137,7 +137,10 @@ def test_a_converted_store_gives_the_numbers_of_its_files(tmp_path: Path, capsys
     capsys.readouterr()
     from_files = json.loads(run(capsys, "pop", LAB, "-f", "json")[1])
     from_store = json.loads(run(capsys, "pop", str(store), "-f", "json")[1])
-    assert from_store == from_files
+    # the store is reduced chunk by chunk: the same numbers, summed in another order (last digit)
+    assert [r.keys() for r in from_store["pop"]] == [r.keys() for r in from_files["pop"]]
+    for got, want in zip(from_store["pop"], from_files["pop"]):
+        assert got == {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in want.items()}
     status, out, _ = run(capsys, "compare", str(store), str(store), "--run-a", "pipeline-np4",
                          "--run-b", "dynamic_imbalance-np4", "-f", "json")
     assert status == 0 and json.loads(out)["summary"][0]["a"] > json.loads(out)["summary"][0]["b"]
