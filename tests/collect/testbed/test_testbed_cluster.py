@@ -41,6 +41,14 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
+def _signals_as_from_a_shell() -> None:
+    """In the child before exec: SIGINT, SIGTERM and SIGHUP at their defaults and not blocked, as a shell
+    starts a command (a disposition or mask that another test left in this process must not carry over)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
 def _wait_for(condition, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -121,13 +129,18 @@ def _cmdline(pid: int) -> str:
 def test_a_signal_to_perfkit_testbed_tears_everything_down(sig, status):
     marker = f"sleep 30{sig.value}"
     proc = subprocess.Popen([*PERFKIT, "testbed", "--nodes", "2", "--cores", "1", "--", "sh", "-c", marker],
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_signals_as_from_a_shell)
     try:
         _wait_for(lambda: len(_processes_with(marker)) >= 1)
         tag = f"{proc.pid}-"
         assert _ours(tag)
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            status_lines = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+            raise AssertionError(f"{sig.name} did not stop perfkit testbed: "
+                                 f"{[line for line in status_lines if line.startswith('Sig')]}") from None
     finally:
         proc.kill()
     assert proc.returncode == status, err
