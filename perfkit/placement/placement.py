@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from perfkit import atomic
 from perfkit.placement.cost_model import PlacementCost, placement_cost
 from perfkit.placement.launch_format import format_positions, host_names
 from perfkit.placement.topology import Topology
+from perfkit.placement.traffic import select_traffic
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,12 +70,18 @@ class Placement:
         """Global core number of each rank (node-major)."""
         return self.node * self.topology.cores + self.core
 
-    def cost(self, traffic: Any = None, counts: Any = None) -> PlacementCost:
-        """Cost for ``traffic`` (default: the matrix the placement was made for)."""
+    def cost(self, traffic: Any = None, counts: Any = None, *, run: int | str | None = None,
+             quantity: str = "bytes") -> PlacementCost:
+        """Cost for ``traffic`` (default: the matrix the placement was made for): anything ``place``
+        accepts, a canonical Dataset included (``run`` and ``quantity`` select its matrix, whose
+        message counts are used unless ``counts`` is given)."""
         if traffic is None:
             if self.traffic is None:
                 raise ValueError("this placement carries no traffic matrix; pass one to cost()")
             traffic, counts = self.traffic, self.counts if counts is None else counts
+        elif isinstance(traffic, (xr.Dataset, xr.DataArray)):
+            traffic, selected = select_traffic(traffic, run=run, quantity=quantity)
+            counts = selected if counts is None else counts
         return placement_cost(self.node, self.socket, self.topology, traffic, counts)
 
     def to_frame(self, hosts: Sequence[str] | None = None) -> pd.DataFrame:

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from perfkit.placement.cost import compare, placement_cost
 from perfkit.placement.placement import Placement
@@ -63,3 +64,21 @@ def test_compare_table() -> None:
     assert table.loc["block", "inter_node_bytes_vs_block"] == 1.0
     assert table.loc["scotch", "inter_node_bytes_vs_block"] < 1.0 < table.loc["random", "inter_node_bytes_vs_block"]
     assert {"hop_bytes", "max_nic_bytes", "time_s", "map_time_s", "messages_switch"} <= set(table.columns)
+
+
+def test_cost_takes_the_dataset_place_takes() -> None:
+    """``cost(ds)`` reads the matrix and its message counts from a canonical Dataset, as ``place`` does."""
+    sizes, counts = maplib("lulesh"), maplib("lulesh", "count")
+    runs = np.stack([np.stack([sizes, counts], axis=-1), np.stack([2 * sizes, counts], axis=-1)])
+    ds = xr.Dataset({"traffic": (("run", "sender", "receiver", "quantity"), runs)},
+                    coords={"run": ["a", "b"], "quantity": ["bytes", "count"]})
+    topo = Topology(nodes=4, cores=16, sockets=2)
+    placement = Placement.from_slots(np.random.default_rng(1).permutation(64), topo)
+    by_hand = placement.cost(sizes, counts)
+    from_ds = placement.cost(ds, run="a")
+    assert from_ds.inter_node_bytes == by_hand.inter_node_bytes > 0
+    assert from_ds.messages_switch == by_hand.messages_switch > 0 and from_ds.time_s == by_hand.time_s
+    assert placement.cost(ds, run="b").inter_node_bytes == 2 * by_hand.inter_node_bytes
+    assert placement.cost(ds["traffic"].sel(run="a"), counts=counts).time_s == by_hand.time_s
+    with pytest.raises(ValueError, match="run"):
+        placement.cost(ds)
