@@ -12,7 +12,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from perfkit.collect.lab.compare import deviation, measured
 from perfkit.collect.lab.scenarios import SCENARIOS, Scenario
 from perfkit.collect.lab.truth import get_scenario, load_truth, read_record, save_truth, truth, truth_path
 from perfkit.collect.launch import mpirun_command
-from perfkit.collect.run import TRACE_BUFFER_MB, stop_process_group
+from perfkit.collect.run import TRACE_BUFFER_MB, CollectResult, stop_process_group
 
 __all__ = [
     "LabBuildError",
@@ -114,6 +114,7 @@ def run(
     trace: bool = False,
     trace_buffer: float = TRACE_BUFFER_MB,
     launcher: str = "mpirun",
+    collector: Callable[..., CollectResult] | None = None,
     **params: Any,
 ) -> LabRun:
     """Run ``scenario`` on ``nprocs`` ranks under the collector; see ``scenarios.py`` for ``params``.
@@ -121,7 +122,9 @@ def run(
     The profile is written to ``<workdir>/<scenario>-np<nprocs>.mpinside`` (a new temporary
     directory when ``workdir`` is None), its truth beside it (``.truth.nc``) and the realised truth
     too (``.realised.truth.nc``); with ``trace`` the OTF2 archive too (``.mpinside.otf2/``), each rank
-    buffering ``trace_buffer`` MiB of events.
+    buffering ``trace_buffer`` MiB of events. ``collector``: what runs the launch under the collector,
+    with :func:`perfkit.collect.collect`'s parameters (that function when None; e.g.
+    ``perfkit.collect.testbed.collector.collect_on(tb)`` to run across a testbed's nodes).
     """
     from perfkit import open_profile
     from perfkit.collect import collect
@@ -136,8 +139,8 @@ def run(
     launch = launch_command(scenario, nprocs, record=None if sc.fails else record, launcher=launcher, **p)
     save_truth(expected, output)
     t0 = time.perf_counter()
-    res = collect(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
-                  timeout=timeout, env=env, cwd=wd, trace=trace, trace_buffer=trace_buffer)
+    res = (collector or collect)(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
+                                 timeout=timeout, env=env, cwd=wd, trace=trace, trace_buffer=trace_buffer)
     wall = time.perf_counter() - t0
     profile = open_profile(res.output) if res.output is not None else None
     intervals = read_record(record, nprocs) if res.output is not None else None

@@ -31,11 +31,12 @@ class Testbed:
     __test__ = False  # a name pytest would otherwise collect
 
     def __init__(self, nodes: int, cores: int, *, bandwidth: float | str = 200e6, latency: float | str = 0.0,
-                 switch_size: int | None = None, uplink: float | str | None = None) -> None:
+                 switch_size: int | None = None, uplink: float | str | None = None,
+                 clock_skew: int = 0) -> None:
         from perfkit.placement.network import parse_rate, parse_time
 
         self.spec = TestbedSpec(nodes, cores, parse_rate(bandwidth), parse_time(latency), switch_size,
-                                None if uplink is None else parse_rate(uplink))
+                                None if uplink is None else parse_rate(uplink), clock_skew)
         self.tag = f"{os.getpid()}-{secrets.token_hex(3)}"
         self.state: Path | None = None
         self._spaces: list[str] = []
@@ -132,15 +133,16 @@ class Testbed:
         return [{"name": name, **netns.counters(self.namespace(name))} for name in self.spec.node_names]
 
     def run(self, command: Sequence[str], *, env: Mapping[str, str] | None = None,
-            cwd: str | os.PathLike | None = None, timeout: float | None = None, stdout: Any = None) -> dict[str, Any]:
+            cwd: str | os.PathLike | None = None, timeout: float | None = None, stdout: Any = None,
+            stderr: Any = None) -> dict[str, Any]:
         """Run ``command`` on ``node000``; its output passes through. Returns the report: parameters,
-        ``exit_status``, ``wall_s`` and per node the link's bytes and packets over the run. ``stdout``: a
-        file to send the command's output to instead."""
+        ``exit_status``, ``wall_s`` and per node the link's bytes and packets over the run. ``stdout``,
+        ``stderr``: files to send the command's output and errors to instead."""
         before = self.counters()
         full_env = {**os.environ, **self.environment, **(env or {})}
         start = time.perf_counter()
         proc = subprocess.Popen(self.command_on("node000", command), env=full_env, cwd=cwd, stdout=stdout,
-                                start_new_session=True)
+                                stderr=stderr, start_new_session=True)
         try:
             status = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

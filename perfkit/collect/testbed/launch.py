@@ -17,13 +17,15 @@ from perfkit.collect.testbed.spec import TestbedSpec
 # (the node's host name) and a mount namespace of its own (the node's /etc/hosts), inside the node's
 # network namespace
 _ENTER = """#!/bin/sh
-# enter NODE COMMAND...: run COMMAND on NODE of this testbed (its network, host name and /etc/hosts)
+# enter NODE COMMAND...: run COMMAND on NODE of this testbed (its network, host name and /etc/hosts, and
+# with a clock skew its own monotonic clock: a time namespace, whose offset counts from this machine's
+# clock wherever it is entered from, and which applies to the children of unshare)
 node=$1; shift
 case "$node" in
 {cases}
   *) echo "testbed: no node '$node' (nodes: {names})" >&2; exit 255;;
 esac
-exec ip netns exec "$ns" unshare --uts --mount --propagation private \\
+exec ip netns exec "$ns" unshare --uts --mount --propagation private {clock}\\
     sh -c 'mount --bind "$0" /etc/hosts && hostname "$1" && shift && exec "$@"' {hosts} "$name" "$@"
 """
 
@@ -44,10 +46,13 @@ def write_launch_files(state: Path, spec: TestbedSpec, namespace: Callable[[str]
     names = spec.node_names
     hosts = ["127.0.0.1 localhost", *(f"{spec.address(i)} {n}" for i, n in enumerate(names))]
     (state / "hosts").write_text("\n".join(hosts) + "\n")
-    cases = "\n".join(f"  {n}|{spec.address(i)}) ns={shlex.quote(namespace(n))}; name={n};;"
-                      for i, n in enumerate(names))
+    cases = "\n".join(f"  {n}|{spec.address(i)}) ns={shlex.quote(namespace(n))}; name={n}; "
+                      f"skew={spec.clock_offset(i)};;" for i, n in enumerate(names))
+    # every node gets a time namespace of its own when clocks differ (offset 0 too: a node entered from
+    # another must not keep that one's clock)
+    clock = '--time --monotonic "$skew" --fork --kill-child ' if spec.clock_skew else ""
     enter = state / "enter"
-    enter.write_text(_ENTER.format(cases=cases, names=f"{names[0]}..{names[-1]}",
+    enter.write_text(_ENTER.format(cases=cases, names=f"{names[0]}..{names[-1]}", clock=clock,
                                    hosts=shlex.quote(str(state / "hosts"))))
     agent = state / "agent"
     agent.write_text(_AGENT.format(enter=shlex.quote(str(enter))))

@@ -12,7 +12,9 @@ from perfkit.placement.network import parse_rate, parse_time
 class TestbedSpec:
     """An emulated cluster: ``nodes`` × ``cores``, each node's link shaped to ``bandwidth`` [bit/s] and
     ``latency`` [s, one way node to node]; with ``switch_size`` K, nodes hang in groups of K from leaf
-    switches whose uplinks run at ``uplink`` [bit/s] (default: ``bandwidth``)."""
+    switches whose uplinks run at ``uplink`` [bit/s] (default: ``bandwidth``). ``clock_skew`` [whole s]:
+    node ``i``'s monotonic clock reads ``i × clock_skew`` ahead of this machine's, as the clocks of nodes
+    booted at different times differ (0: every node reads the machine's clock)."""
 
     __test__ = False  # a name pytest would otherwise collect
 
@@ -22,6 +24,7 @@ class TestbedSpec:
     latency: float = 0.0
     switch_size: int | None = None
     uplink: float | None = None
+    clock_skew: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 250:
@@ -34,6 +37,8 @@ class TestbedSpec:
         parse_time(self.latency)
         if self.uplink is not None:
             parse_rate(self.uplink)
+        if not (isinstance(self.clock_skew, int) and 0 <= self.clock_skew <= 3600):
+            raise ValueError(f"--clock-skew {self.clock_skew!r}: expected whole seconds, 0 to 3600")
 
     @property
     def node_names(self) -> list[str]:
@@ -48,6 +53,10 @@ class TestbedSpec:
     def switch_of(self, node: int) -> int | None:
         """Leaf switch of node index ``node`` (None without leaf switches)."""
         return None if self.switch_size is None else node // self.switch_size
+
+    def clock_offset(self, node: int) -> int:
+        """How far node index ``node``'s monotonic clock reads ahead of this machine's [s]."""
+        return node * self.clock_skew
 
     def address(self, node: int) -> str:
         """The node's address (inside its own namespace only): 198.18.0.1, 198.18.0.2, ..."""
