@@ -13,7 +13,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 Runner = Callable[[argparse.Namespace], int]
 Configure = Callable[[argparse.ArgumentParser], Runner]
@@ -255,9 +255,12 @@ def read_traffic_matrix(path: str | Path) -> Any:
 
 @command("place", "Profile-guided rank placement: write a launch file for a profile's rank-to-rank traffic.")
 def _configure_place(parser: argparse.ArgumentParser) -> Runner:
+    from perfkit.commands.place import strategies_epilog
     from perfkit.placement.launch import FORMATS
     from perfkit.placement.strategies import STRATEGIES
 
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = strategies_epilog()
     parser.add_argument("matrix", help="a profile with rank-to-rank traffic (MPInside with matrices, IPM) or a "
                                        "traffic matrix, sender x receiver bytes (.csv / .txt / .npy / .npz / .mtx)")
     parser.add_argument("--nodes", type=_number(int, 1), required=True, help="number of nodes")
@@ -265,7 +268,8 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("--sockets", type=_number(int, 1), default=1, help="sockets per node (default 1)")
     parser.add_argument("--switch-size", type=_number(int, 1), default=None,
                         help="nodes per leaf switch (default: one switch)")
-    parser.add_argument("--strategy", choices=STRATEGIES, default="scotch")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="scotch",
+                        help="how ranks are put on cores (default scotch; each explained below)")
     parser.add_argument("--format", choices=FORMATS, default="rankfile", help="launch file format")
     parser.add_argument("--hosts", help="file with one host name per line (default node000, node001, ...)")
     parser.add_argument("--seed", type=_number(int, 0), default=0,
@@ -366,9 +370,10 @@ def _place_and_write(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         atomic.write_text(args.output, text)
-    print(_summary(args.strategy, placement.cost(), block.cost(), placement.info), file=sys.stderr)
+    report = sys.stdout if args.output else sys.stderr  # the summary never mixes into a launch file on stdout
+    print(_summary(args.strategy, placement.cost(), block.cost(), placement.info), file=report)
     if prediction is not None:
-        _write_prediction(Path(args.prediction), prediction)
+        _write_prediction(Path(args.prediction), prediction, report)
     return 0
 
 
@@ -386,15 +391,15 @@ def _prediction(args: argparse.Namespace, data: Any, placement: Any) -> Any:
     return predict_placement(data, placement, network)
 
 
-def _write_prediction(out: Path, p: Any) -> None:
-    """The prediction as JSON, written atomically; its summary on stderr."""
+def _write_prediction(out: Path, p: Any, report: TextIO) -> None:
+    """The prediction as JSON, written atomically; its summary on ``report``."""
     import json
 
     from perfkit import atomic
     from perfkit.commands.info import prediction_line
 
     atomic.write_text(out, json.dumps(p.as_dict(), indent=2) + "\n")
-    print(prediction_line(p, str(out)), file=sys.stderr)
+    print(prediction_line(p, str(out)), file=report)
 
 
 def _summary(strategy: str, cost: Any, block: Any, info: dict[str, Any]) -> str:

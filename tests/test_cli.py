@@ -20,9 +20,9 @@ def test_place_writes_rankfile_and_summary(tmp_path: Path, capsys: pytest.Captur
     out = tmp_path / "rankfile"
     assert main(["place", str(MATRIX), "--nodes", "4", "--ppn", "16", "--sockets", "2", "-o", str(out)]) == 0
     captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "inter-node bytes" in captured.err and "block" in captured.err
-    change = next(line for line in captured.err.splitlines() if line.startswith("inter-node bytes")).split()[-1]
+    assert captured.err == ""  # the summary is output, not an error: stdout, as the launch file went to -o
+    assert "inter-node bytes" in captured.out and "block" in captured.out
+    change = next(line for line in captured.out.splitlines() if line.startswith("inter-node bytes")).split()[-1]
     assert float(change.rstrip("%")) < 0  # Scotch cuts inter-node bytes vs block on LULESH
     placement = read_launch(out, "rankfile", Topology(nodes=4, cores=16, sockets=2))
     assert np.unique(placement.slot).size == 64
@@ -48,6 +48,17 @@ def test_subcommands_are_registered() -> None:
     assert "place" in build_parser().format_help()
 
 
+def test_place_help_explains_every_strategy(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit.placement.strategies import STRATEGIES
+
+    with pytest.raises(SystemExit):
+        main(["place", "--help"])
+    explained = capsys.readouterr().out.split("strategies (--strategy):")[1]
+    named = [line.split()[0] for line in explained.splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    assert named == list(STRATEGIES)
+    assert "standard output" in explained
+
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
@@ -57,7 +68,7 @@ def test_place_reads_the_traffic_of_an_mpinside_profile(tmp_path: Path, capsys: 
     profile = DATA / "synthetic" / "384" / "basic.mpinside"  # MPInside tables with transfer matrices
     out = tmp_path / "rankfile"
     assert main(["place", str(profile), "--nodes", "16", "--ppn", "24", "-o", str(out)]) == 0
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     topology = Topology(nodes=16, cores=24)
     library = perfkit.place(perfkit.open_profile(profile), topology, strategy="scotch")
     assert library.info["decision"] in err.splitlines()  # the CLI prints the library's decision
@@ -69,7 +80,7 @@ def test_place_reads_an_ipm_log(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = tmp_path / "hosts"
     assert main(["place", str(log), "--nodes", "2", "--ppn", "8", "--format", "machinefile", "-o", str(out)]) == 0
     assert len(out.read_text().splitlines()) == 16
-    assert "inter-node bytes" in capsys.readouterr().err
+    assert "inter-node bytes" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("path", "reason"), [
@@ -96,7 +107,7 @@ def test_place_keeps_block_for_cg_as_the_library_does(tmp_path: Path, capsys: py
     cg = MATRIX.with_name("MapLib_cg_64_p2p.size.csv")
     out = tmp_path / "rankfile"
     assert main(["place", str(cg), "--nodes", "4", "--ppn", "16", "-o", str(out)]) == 0
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     assert "kept block: scotch does not beat it by more than 1%" in err
     assert np.array_equal(read_launch(out, "rankfile", Topology(nodes=4, cores=16)).slot, np.arange(64))
     matrix = np.loadtxt(cg, delimiter=",")
@@ -105,7 +116,7 @@ def test_place_keeps_block_for_cg_as_the_library_does(tmp_path: Path, capsys: py
 
 def test_place_prints_the_choice_with_its_gain(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["place", str(MATRIX), "--nodes", "4", "--ppn", "16", "--format", "permutation"]) == 0
-    err = capsys.readouterr().err
+    err = capsys.readouterr().err  # the launch file is on stdout: the summary stays out of it
     change = next(line for line in err.splitlines() if line.startswith("inter-node bytes")).split()[-1]
     assert f"chose scotch: {float(change.rstrip('%')):+.1f}% inter-node bytes" in err
 

@@ -92,7 +92,7 @@ def test_place_writes_the_prediction(tmp_path, capsys):
                 "elapsed_after_low", "elapsed_after_high"):
         assert isinstance(data[key], float), key
     assert data["network"]["node_link_bit_s"] == 200e6 and data["network"]["sources"]["node_link_Bps"] == "described"
-    assert "predicted:" in capsys.readouterr().err
+    assert "predicted:" in capsys.readouterr().out
 
 
 def test_recorded_re_runs_reproduce_their_verdicts():

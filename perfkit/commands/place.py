@@ -1,0 +1,33 @@
+"""What ``perfkit place --help`` says about each placement strategy."""
+
+from __future__ import annotations
+
+import textwrap
+
+from perfkit.placement.decision import MIN_GAIN
+from perfkit.placement.strategies import CORE_LEVEL_MAX_RANKS
+
+#: One paragraph per strategy of ``perfkit.placement.strategies.STRATEGIES``: what it does, when to use it.
+STRATEGY_HELP = {
+    "block": "rank r on core r: consecutive ranks fill a node before the next (most launchers' default); "
+             "the reference every other strategy is compared with.",
+    "round_robin": "rank r on node r mod nodes, dealt like cards; spreads neighbouring ranks over the nodes, "
+                   "which helps memory-bound codes and hurts ones that talk to their neighbours.",
+    "random": "a random permutation of the cores (--seed); a baseline of what ignoring the traffic costs.",
+    "scotch": "Scotch maps the rank-to-rank traffic onto the machine's tree (nodes, sockets, cores) so that "
+              "heavy pairs share a socket or node; block is kept unless Scotch lowers its weighted cost by "
+              f"more than {MIN_GAIN:.0%}. Above {CORE_LEVEL_MAX_RANKS:,} ranks, and on torus and hypercube "
+              "machines, it takes the scotch_nodes route.",
+    "scotch_nodes": "Scotch maps ranks onto nodes (each split into its sockets), then each part's ranks take "
+                    "its cores in rank order; much faster for tens of thousands of ranks, nearly as good.",
+}
+
+
+def strategies_epilog(width: int = 100) -> str:
+    """The strategies, one indented paragraph each, for the end of ``perfkit place --help``."""
+    lines = ["strategies (--strategy):"]
+    for name, text in STRATEGY_HELP.items():
+        lines += textwrap.wrap(text, width, initial_indent=f"  {name:14s}", subsequent_indent=" " * 16)
+    lines += ["", "The cost summary against block goes to standard output, or to standard error when the launch",
+              "file does (no -o)."]
+    return "\n".join(lines)
