@@ -4,7 +4,10 @@ Every reader returns, and every analysis accepts, an ``xarray.Dataset`` with
 
 * ``profile``: float64 cube with dims ``(run, rank, function, metric)``; NaN where a value
   was not measured or the rank does not exist in that run;
-* ``traffic`` (optional): dims ``(run, sender, receiver, quantity)``, sender -> receiver;
+* ``traffic`` (optional): dims ``(run, sender, receiver, quantity)``, sender -> receiver; numpy,
+  or pydata ``sparse.COO`` with fill value 0 when large (``combine_runs``; a dask array of one
+  ``sparse.COO`` block per run when loaded lazily). On disk sparse traffic is pair tables
+  (``perfkit.sparse_traffic``): 0 is "no message", NaN a quantity not measured for a stored pair;
 * ``sizes`` (optional): dims ``(run, rank, function, size_bin, stat)``;
 * ``host`` (optional): each rank's host name, dims ``(run, rank)``, "" where unknown;
 * ``timeline`` (optional, traces): dims ``(run, rank, time_bin, timeline_kind)`` [s], with the
@@ -41,7 +44,9 @@ METRIC_UNITS: dict[str, str] = {
 }
 METRICS = tuple(METRIC_UNITS)
 TRAFFIC_QUANTITIES = ("bytes", "count", "time")
-TRAFFIC_UNITS = {"bytes": "B", "count": "1", "time": "s"}
+#: Optional 4th traffic quantity: bytes of collectives per pair by their arguments (perfkit collect; docs/collector.md).
+COLLECTIVE_BYTES = "collective_bytes"
+TRAFFIC_UNITS = {"bytes": "B", "count": "1", "time": "s", COLLECTIVE_BYTES: "B"}
 SIZE_STATS = ("count", "time")
 #: Above this many elements, combined traffic is kept as a sparse array (absent runs read as 0).
 DENSE_TRAFFIC_LIMIT = 2**25
@@ -153,8 +158,8 @@ def make_run(
     ``profile`` has shape (rank, function, metric) in the order given by ``metrics``; any base
     metric missing from ``metrics`` is added as NaN. ``traffic`` has shape
     (sender, receiver, quantity) over ``ranks`` x ``ranks`` x ``TRAFFIC_QUANTITIES`` (numpy or
-    ``sparse.COO``). ``sizes`` has shape (rank, function, size_bin, stat). ``hosts`` names each rank's
-    host in ``ranks`` order ("" where unknown): the ``host`` variable.
+    ``sparse.COO``), optionally followed by ``COLLECTIVE_BYTES``. ``sizes`` has shape (rank, function,
+    size_bin, stat). ``hosts`` names each rank's host in ``ranks`` order ("" where unknown): the ``host`` variable.
     """
     profile = np.asarray(profile, dtype=np.float64)
     metrics = list(metrics)
@@ -189,11 +194,12 @@ def make_run(
             raise ContractError(f"{len(hosts)} host names for {rank_index.size} ranks")
         data_vars["host"] = (HOST_DIMS, np.asarray([[str(h) for h in hosts]], dtype=str))
     if traffic is not None:
+        quantities = traffic_quantities(traffic.shape[-1])
         data_vars["traffic"] = (TRAFFIC_DIMS, _expand_run(traffic))
         coords["sender"] = rank_index
         coords["receiver"] = rank_index
-        coords["quantity"] = list(TRAFFIC_QUANTITIES)
-        coords["quantity_units"] = ("quantity", [TRAFFIC_UNITS[q] for q in TRAFFIC_QUANTITIES])
+        coords["quantity"] = quantities
+        coords["quantity_units"] = ("quantity", [TRAFFIC_UNITS[q] for q in quantities])
     if sizes is not None:
         data_vars["sizes"] = (SIZES_DIMS, np.asarray(sizes, dtype=np.float64)[np.newaxis])
         coords["size_bin"] = np.asarray(size_bins, dtype=np.float64)
@@ -203,6 +209,15 @@ def make_run(
         ds["size_bin"].attrs.update(units="B", description="message-size bin label (bytes)")
     ds.attrs.update(provenance(reader=reader, warnings=list(warnings)))
     return ds
+
+
+def traffic_quantities(n: int) -> list[str]:
+    """The ``quantity`` labels of traffic with ``n`` quantities: ``TRAFFIC_QUANTITIES`` [+ ``COLLECTIVE_BYTES``]."""
+    allowed = {len(TRAFFIC_QUANTITIES): list(TRAFFIC_QUANTITIES),
+               len(TRAFFIC_QUANTITIES) + 1: [*TRAFFIC_QUANTITIES, COLLECTIVE_BYTES]}
+    if n not in allowed:
+        raise ContractError(f"traffic has {n} quantities, expected {TRAFFIC_QUANTITIES} [+ {COLLECTIVE_BYTES!r}]")
+    return allowed[n]
 
 
 def _expand_run(array: Any) -> Any:
@@ -281,8 +296,9 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
     if "traffic" in ds:
         if ds["traffic"].dims != TRAFFIC_DIMS:
             problems.append(f"traffic dims are {ds['traffic'].dims}, expected {TRAFFIC_DIMS}")
-        elif list(ds["quantity"].values) != list(TRAFFIC_QUANTITIES):
-            problems.append(f"traffic quantities are {list(ds['quantity'].values)}, expected {TRAFFIC_QUANTITIES}")
+        elif list(ds["quantity"].values) not in (list(TRAFFIC_QUANTITIES), [*TRAFFIC_QUANTITIES, COLLECTIVE_BYTES]):
+            problems.append(f"traffic quantities are {list(ds['quantity'].values)}, expected {TRAFFIC_QUANTITIES} "
+                            f"[+ {COLLECTIVE_BYTES!r}]")
     if "sizes" in ds and ds["sizes"].dims != SIZES_DIMS:
         problems.append(f"sizes dims are {ds['sizes'].dims}, expected {SIZES_DIMS}")
     if problems:
@@ -317,7 +333,7 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
     data_vars: dict[str, Any] = {}
     for name, dims in variable_dims(datasets).items():
         if name == "traffic" and sparse_traffic:
-            data_vars[name] = (TRAFFIC_DIMS, _stack_sparse_traffic(datasets, labels_of["rank"]))
+            data_vars[name] = (TRAFFIC_DIMS, _stack_sparse_traffic(datasets, labels_of["rank"], labels_of["quantity"]))
             continue
         text = name in TEXT_VARIABLES
         dtype = text_dtype(d[name] for d in datasets if name in d) if text else np.float64
@@ -335,6 +351,10 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
         absent = [str(r) for d in datasets if "traffic" not in d for r in d["run"].values]
         if absent:
             extra.append(f"runs {absent} have no traffic matrices; in the sparse traffic array they read as 0")
+        without = [str(r) for d in with_traffic if COLLECTIVE_BYTES not in d["quantity"].values
+                   for r in d["run"].values]
+        if COLLECTIVE_BYTES in labels_of["quantity"] and without:
+            extra.append(f"runs {without} have no {COLLECTIVE_BYTES}; in the sparse traffic array they read as 0")
     out_ds.attrs.update(combined_attrs(datasets, extra))
     return validate(combine_coord_attrs(out_ds, datasets))
 
@@ -489,8 +509,8 @@ def _common_attrs(datasets: Sequence[xr.Dataset]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k not in conflicting | partial}
 
 
-def _stack_sparse_traffic(datasets: Sequence[xr.Dataset], ranks: np.ndarray) -> Any:
-    """One sparse (run, sender, receiver, quantity) array over the union of ``ranks``."""
+def _stack_sparse_traffic(datasets: Sequence[xr.Dataset], ranks: np.ndarray, quantities: np.ndarray) -> Any:
+    """One sparse (run, sender, receiver, quantity) array over the union of ``ranks`` and ``quantities``."""
     import sparse
 
     coords, data = [], []
@@ -498,12 +518,13 @@ def _stack_sparse_traffic(datasets: Sequence[xr.Dataset], ranks: np.ndarray) -> 
         if "traffic" not in d:
             continue
         pos = np.searchsorted(ranks, d["rank"].values)
+        q = pd.Index(quantities).get_indexer(d["quantity"].values)
         coo = sparse.COO(d["traffic"].data)
         keep = ~np.isnan(coo.data)
         c = coo.coords[:, keep]
-        coords.append(np.vstack([np.full(c.shape[1], k), pos[c[1]], pos[c[2]], c[3]]))
+        coords.append(np.vstack([np.full(c.shape[1], k), pos[c[1]], pos[c[2]], q[c[3]]]))
         data.append(coo.data[keep])
-    shape = (len(datasets), ranks.size, ranks.size, len(TRAFFIC_QUANTITIES))
+    shape = (len(datasets), ranks.size, ranks.size, quantities.size)
     return sparse.COO(np.hstack(coords), np.concatenate(data), shape=shape, fill_value=0.0)
 
 

@@ -1,11 +1,14 @@
 """Read what the collector library writes at ``MPI_Finalize`` into a one-run canonical Dataset.
 
-The file is a short text header (function table, options, hosts) followed by ``rows`` records of
-10 float64 each, gathered on rank 0:
+Every rank writes its own part of one file with MPI-IO (nothing is gathered): rank 0's text header
+(function table, options, clocks, ``rows``, ``host_width``, ending with the line ``data``), then
+``rows`` records of 10 float64 each in rank order,
 ``(0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv, calls_recv)`` per function
 (``fid`` -1 is Compute; ``part`` 0 the call, 1 its send-late time ``w_``, 2 its collective wait
 ``b_``), ``(1, rank, fid, bin, messages)`` per message-size bin and
-``(2, rank, source, 0, bytes, count, time)`` per sender of messages this rank received.
+``(2, rank, source, 0, bytes, count, time, collective_bytes)`` per sender of what this rank received,
+then each rank's host name in ``host_width`` NUL-padded bytes, then rank 0's trailer (``key value``
+lines: its time in the collector's ``MPI_Finalize`` [s] and its peak memory before and after [KiB]).
 """
 
 from __future__ import annotations
@@ -17,12 +20,25 @@ import numpy as np
 import sparse
 import xarray as xr
 
-from perfkit.model import METRICS, SIZE_STATS, TRAFFIC_QUANTITIES, default_kind, make_run
+from perfkit.model import (
+    COLLECTIVE_BYTES,
+    METRICS,
+    SIZE_STATS,
+    TRAFFIC_QUANTITIES,
+    default_kind,
+    dense_traffic,
+    make_run,
+)
 
 ROW = 10
+VERSION = "2"
 PARTS = (("", None), ("w_", "wait_late_sender"), ("b_", "wait_collective"))
 NBIN = 66
-SPARSE_ABOVE = 4096  # ranks: traffic is kept as sparse.COO above this
+#: Trailer fields: rank 0's time in the collector's MPI_Finalize [s], its peak resident memory (VmHWM) when it
+#: entered it and when it had written its part [KiB]; the Dataset attribute each becomes.
+FINALIZE_FIELDS = {"finalize_seconds": "collect_finalize_s",
+                   "finalize_peak_before_kib": "collect_rank0_peak_before_kib",
+                   "finalize_peak_kib": "collect_rank0_peak_kib"}
 
 
 class RawCollectorError(ValueError):
@@ -30,28 +46,39 @@ class RawCollectorError(ValueError):
 
 
 def _header(data: bytes, path: Path) -> tuple[dict[str, Any], int]:
-    pos, info = 0, {"functions": [], "hosts": {}, "fields": {}}
+    """The header's fields and where the records begin [B]."""
+    pos, line, info = 0, 0, {"functions": [], "fields": {}}
     while True:
         end = data.find(b"\n", pos)
+        line += 1
         if end < 0:
-            raise RawCollectorError(f"{path}: collector output ends inside its header")
+            raise RawCollectorError(f"{path}: collector output ends inside its header (line {line})")
         words = data[pos:end].decode("utf-8", "replace").split()
         pos = end + 1
         if not words:
             continue
         key = words[0]
-        if key == "perfkit-collect" and words[1:] != ["1"]:
-            raise RawCollectorError(f"{path}: collector output version {words[1:]} is not 1")
-        elif key.startswith("MPI_"):
+        if line == 1 and (key != "perfkit-collect" or words[1:] != [VERSION]):
+            raise RawCollectorError(f"{path}, line 1: collector output version {words[1:]}, expected {VERSION}")
+        if key == "data":
+            missing = [k for k in ("ranks", "rows", "host_width") if k not in info["fields"]]
+            if missing:
+                raise RawCollectorError(f"{path}, line {line}: header ends without {', '.join(missing)}")
+            return info, pos
+        if key.startswith("MPI_"):
             info["functions"].append((key, int(words[1])))
-        elif key == "host":
-            info["hosts"][int(words[1])] = " ".join(words[2:])
         elif key == "options":
             info["options"] = {k: v == "1" for k, v in (w.split("=") for w in words[1:])}
-        elif key == "rows":
-            return {**info, "rows": int(words[1])}, pos
-        else:
+        elif len(words) > 1:
             info["fields"][key] = words[1]
+
+
+def _trailer(text: bytes, path: Path) -> dict[str, float]:
+    """Rank 0's ``key value`` lines after the hosts, up to ``end``."""
+    fields = dict(line.split()[:2] for line in text.decode("utf-8", "replace").splitlines() if len(line.split()) >= 2)
+    if not text.endswith(b"end\n"):
+        raise RawCollectorError(f"{path}: collector output ends before its trailer's 'end' line")
+    return {k: float(v) for k, v in fields.items()}
 
 
 def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
@@ -61,10 +88,15 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
     info, start = _header(data, path)
     fields = info["fields"]
     nranks, names = int(fields["ranks"]), [n for n, _ in info["functions"]]
-    body = np.frombuffer(data, dtype=np.float64, offset=start)
-    if body.size != info["rows"] * ROW:
-        raise RawCollectorError(f"{path}: {body.size // ROW} records where the header announces {info['rows']}")
-    rows = body.reshape(-1, ROW)
+    nrows, width = int(fields["rows"]), int(fields["host_width"])
+    hosts_at = start + nrows * ROW * 8
+    end = hosts_at + nranks * width
+    if len(data) < end:
+        raise RawCollectorError(f"{path}: {max(len(data) - start, 0) // (ROW * 8)} records where the header "
+                                f"announces {nrows}, then {nranks} host names of {width} B")
+    rows = np.frombuffer(data, dtype=np.float64, count=nrows * ROW, offset=start).reshape(-1, ROW)
+    host_names = np.frombuffer(data, dtype=f"S{width}", count=nranks, offset=hosts_at)
+    trailer = _trailer(data[end:], path)
     kind_of_row = rows[:, 0].astype(np.int64)
     stats, hist, mat = rows[kind_of_row == 0], rows[kind_of_row == 1], rows[kind_of_row == 2]
 
@@ -92,7 +124,7 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
     if options.get("matrices"):
         traffic = _traffic(mat, nranks)
         sizes, bins = _sizes(hist, used, nranks, len(labels))
-    hosts = [info["hosts"].get(r, "") for r in range(nranks)]
+    hosts = np.char.decode(host_names, "utf-8", "replace").tolist()
     per_host = np.unique(hosts, return_counts=True)[1]
     mode = "+".join(m for m, on in (("slt", options.get("slt")), ("collective_wait", options.get("collective_wait")))
                     if on) or "basic"
@@ -115,21 +147,22 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
     # the run, the largest offset measured, and the largest bound of an offset's error (half a round trip)
     for attr, field in (("drift", "clock_drift"), ("offset", "clock_offset"), ("offset_bound", "clock_bound")):
         ds.attrs[f"collect_clock_{attr}_s"] = float(fields.get(field, "nan"))
+    for field, attr in FINALIZE_FIELDS.items():
+        ds.attrs[attr] = trailer.get(field, float("nan"))
     return ds
 
 
 def _traffic(mat: np.ndarray, nranks: int) -> Any:
-    """(sender, receiver, quantity) from the receivers' records."""
+    """(sender, receiver, quantity) from the receivers' records: ``TRAFFIC_QUANTITIES`` then ``collective_bytes``,
+    a ``sparse.COO`` unless dense is smaller (``perfkit.model.dense_traffic``); never an N x N array otherwise."""
+    quantities = (*TRAFFIC_QUANTITIES, COLLECTIVE_BYTES)
+    assert quantities == ("bytes", "count", "time", "collective_bytes")  # the record's columns 4-7
     receiver, sender = mat[:, 1].astype(np.int64), mat[:, 2].astype(np.int64)
-    values = mat[:, 4:7]  # bytes, count, time in TRAFFIC_QUANTITIES order
-    assert tuple(TRAFFIC_QUANTITIES) == ("bytes", "count", "time")
-    if nranks > SPARSE_ABOVE:
-        q = np.repeat(np.arange(3)[None, :], len(mat), axis=0).ravel()
-        coords = np.stack([np.repeat(sender, 3), np.repeat(receiver, 3), q])
-        return sparse.COO(coords, values.ravel(), shape=(nranks, nranks, 3))
-    out = np.zeros((nranks, nranks, 3))
-    out[sender, receiver, :] = values
-    return out
+    values = mat[:, 4:8]
+    nq = len(quantities)
+    coords = np.stack([np.repeat(sender, nq), np.repeat(receiver, nq), np.tile(np.arange(nq), len(mat))])
+    out = sparse.COO(coords, values.ravel(), shape=(nranks, nranks, nq), fill_value=0.0, prune=True)
+    return out.todense() if dense_traffic(nranks, out.nnz) else out
 
 
 def _sizes(hist: np.ndarray, used: np.ndarray, nranks: int, nlabels: int) -> tuple[np.ndarray, np.ndarray]:

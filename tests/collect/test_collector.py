@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sparse
 import xarray as xr
 
 import perfkit
@@ -22,6 +23,7 @@ from perfkit.collect.launch import mpirun_command
 from perfkit.collect.raw import RawCollectorError, read_raw
 from perfkit.collect.run import _write_atomically
 from perfkit.collect.signatures import SIGNATURES
+from perfkit.model import COLLECTIVE_BYTES
 from tests.helpers import skip_when_noisy, with_noise
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -148,24 +150,52 @@ def test_nothing_to_launch_is_an_error(tmp_path, capsys):
     assert "nothing to launch" in capsys.readouterr().err
 
 
+def _raw_file(path: Path, rows: list[list[float]], hosts: list[str], *, functions: str = "MPI_Send 0\n",
+              matrices: int = 0, trailer: bytes = b"finalize_seconds 0.01\nend\n", version: str = "2") -> Path:
+    """Collector output as the library writes it: header, records, NUL-padded host names, trailer."""
+    width = 16
+    header = (f"perfkit-collect {version}\nranks {len(hosts)}\nfunctions 1\n{functions}"
+              f"options slt=0 collective_wait=0 matrices={matrices}\nrows {len(rows)}\nhost_width {width}\ndata\n")
+    names = b"".join(h.encode().ljust(width, b"\0") for h in hosts)
+    path.write_bytes(header.encode() + np.asarray(rows, dtype=np.float64).tobytes() + names + trailer)
+    return path
+
+
 def test_a_damaged_collector_output_is_refused(tmp_path):
-    bad = tmp_path / "raw"
-    bad.write_bytes(b"perfkit-collect 1\nranks 2\nfunctions 1\nMPI_Init 0\nrows 3\n" + b"\0" * 80)
-    with pytest.raises(RawCollectorError, match="records where the header announces 3"):
-        read_raw(bad)
-    bad.write_bytes(b"perfkit-collect 2\nranks 2\n")
-    with pytest.raises(RawCollectorError, match="version"):
-        read_raw(bad)
+    rows = [[0, r, -1, 0, 1.0, 0, 0, 0, 0, 0] for r in range(2)]
+    good = _raw_file(tmp_path / "raw", rows, ["a", "a"])
+    assert read_raw(good).attrs["collect_finalize_s"] == 0.01
+    cut = tmp_path / "cut"
+    cut.write_bytes(good.read_bytes()[:-60])  # a rank's records and the hosts missing
+    with pytest.raises(RawCollectorError, match="records where the header announces 2"):
+        read_raw(cut)
+    with pytest.raises(RawCollectorError, match="trailer"):
+        read_raw(_raw_file(tmp_path / "raw", rows, ["a", "a"], trailer=b"finalize_seconds 0.01\n"))
+    with pytest.raises(RawCollectorError, match="line 1: collector output version"):
+        read_raw(_raw_file(tmp_path / "raw", rows, ["a", "a"], version="1"))
+
+
+def test_partner_records_become_sparse_traffic_with_collective_bytes(tmp_path):
+    """5,000 ranks in a ring (point to point to the next, an all-to-all's bytes from the previous): sparse.COO,
+    never an N x N array, each value where the records put it."""
+    n = 5000
+    rows = [[0, r, -1, 0, 1.0, 0, 0, 0, 0, 0] for r in range(n)]
+    rows += [[2, r, (r - 1) % n, 0, 8.0 * r, 2, 0.5, 4.0 * r + 1, 0, 0] for r in range(n)]
+    ds = read_raw(_raw_file(tmp_path / "raw", rows, ["h"] * n, matrices=1))
+    traffic = ds["traffic"].isel(run=0)
+    assert isinstance(traffic.data, sparse.COO) and list(ds["quantity"].values)[-1] == COLLECTIVE_BYTES
+    assert traffic.data.nnz == n * 4 - 1  # rank 0 received 0 point-to-point bytes from rank n - 1
+    senders = (np.arange(n) - 1) % n
+    for q, expected in (("bytes", 8.0 * np.arange(n)), ("count", 2), ("collective_bytes", 4.0 * np.arange(n) + 1)):
+        np.testing.assert_array_equal(traffic.sel(quantity=q).data[senders, np.arange(n)].todense(), expected)
+    assert traffic.sel(quantity="bytes").data.sum() == 8.0 * np.arange(n).sum()
 
 
 def test_the_written_profile_keeps_each_ranks_host(tmp_path):
     """Collector output of 3 ranks on 2 hosts (MPI_Send on every rank) -> the MPInside file -> host per rank."""
-    header = (b"perfkit-collect 1\nranks 3\nMPI_Send 7\nhost 0 node-a\nhost 1 node-a\nhost 2 node-b.example\n"
-              b"options slt=0 collective_wait=0 matrices=0\nrows 6\n")
     rows = [[0, r, -1, 0, 1.0 + r, 0, 0, 0, 0, 0] for r in range(3)]
     rows += [[0, r, 0, 0, 0.5, 10, 80, 10, 0, 0] for r in range(3)]
-    raw = tmp_path / "raw"
-    raw.write_bytes(header + np.asarray(rows, dtype=np.float64).tobytes())
+    raw = _raw_file(tmp_path / "raw", rows, ["node-a", "node-a", "node-b.example"], functions="MPI_Send 7\n")
     ds = read_raw(raw, label="run")
     assert ds["host"].isel(run=0).values.tolist() == ["node-a", "node-a", "node-b.example"]
     _write_atomically(ds, tmp_path / "run.mpinside")

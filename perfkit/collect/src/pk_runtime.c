@@ -47,7 +47,6 @@ static double clock_offset;           /* add to the local clock to get rank 0's 
 static double t_init_end, mpi_time;   /* [s] */
 static double *stats;                 /* [nfunc][PK_NPART][PK_NMETRIC] */
 static double *hist;                  /* [nfunc][PK_NBIN]: messages */
-static double *mat;                   /* [world_size][3]: bytes, count, time received from each rank */
 static int *call_src;                 /* world ranks of the receives completed by the current call */
 static int call_src_cap;
 static long unmatched_piggybacks;
@@ -96,6 +95,8 @@ typedef struct {
     double *cw_arrival, *cw_span;    /* comms: collectives whose wait is not yet known: arrival [s, rank 0's
                                         clock] and duration [s] of each, with its function id */
     int *cw_fid, cw_n;
+    double coll_each;                /* comms: collective bytes received from every other member, not yet
+                                        spread over the partners [B] (uniform collectives, see coll_spread) */
     unsigned long long rid;          /* requests: the trace's id of the current operation */
 } pk_rec;
 
@@ -165,6 +166,48 @@ static void map_del(pk_map *m, pk_rec *r) {
             m->slots[i] = m->slots[j];
             m->slots[j].used = 0;
             i = j;
+        }
+    }
+}
+
+/* ---------- partners: what this rank received from each world rank (open addressing on the rank) ---------- */
+
+typedef struct {
+    int rank;          /* the sender's world rank; -1: an empty slot */
+    uint64_t count;    /* point-to-point messages */
+    double bytes;      /* point-to-point bytes [B] */
+    double time;       /* time spent receiving them [s] */
+    double coll;       /* bytes of collectives, by the rule of pk_coll_* [B] */
+} pk_partner;
+
+static pk_partner *partners; /* grows with the number of partners, never with the number of ranks */
+static size_t partners_cap, partners_n;
+
+static pk_partner *partner(int rank);
+
+static void partners_grow(void) {
+    pk_partner *old = partners;
+    size_t old_cap = partners_cap;
+    partners_cap = old_cap ? 2 * old_cap : 16;
+    partners = pk_calloc(partners_cap, sizeof(pk_partner));
+    for (size_t i = 0; i < partners_cap; i++) partners[i].rank = -1;
+    partners_n = 0;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].rank >= 0) *partner(old[i].rank) = old[i];
+    free(old);
+}
+
+/* the record of world rank `rank`, made empty on first use */
+static pk_partner *partner(int rank) {
+    if (2 * (partners_n + 1) > partners_cap) partners_grow();
+    size_t mask = partners_cap - 1;
+    for (size_t i = hash64((uint64_t)(uint32_t)rank) & mask;; i = (i + 1) & mask) {
+        if (partners[i].rank == rank) return &partners[i];
+        if (partners[i].rank < 0) {
+            memset(&partners[i], 0, sizeof(pk_partner));
+            partners[i].rank = rank;
+            partners_n++;
+            return &partners[i];
         }
     }
 }
@@ -243,11 +286,26 @@ void pk_comm_new(pk_call *c, MPI_Comm comm) {
 
 static void cw_settle(pk_rec *r);
 
+/* Add the bytes a uniform collective (the same from every member) received from each other member of r to
+ * each member's partner record: done once, when the communicator is freed or at MPI_Finalize, so that such a
+ * collective costs one addition per call whatever the communicator's size. */
+static void coll_spread(pk_rec *r) {
+    if (!opt_mat || r->coll_each == 0) return;
+    int me = -1;
+    if (!r->inter) PMPI_Comm_rank(r->comm, &me);
+    for (int i = 0; i < r->size; i++) {
+        int w = to_world(r, i);
+        if (i != me && w >= 0) partner(w)->coll += r->coll_each;
+    }
+    r->coll_each = 0;
+}
+
 void pk_comm_free(pk_call *c, MPI_Comm comm) {
     if (c->fid < 0) return;
     pk_rec *r = map_find(&comms, COMM_KEY(comm));
     if (!r) return;
     cw_settle(r);
+    coll_spread(r);
     if (r->shadow != MPI_COMM_NULL) PMPI_Comm_free(&r->shadow);
     free(r->world);
     free(r->cw_arrival);
@@ -444,7 +502,7 @@ void pk_leave(pk_call *c) {
         sb[M_CALLS] += 1;
     }
     if (opt_mat)
-        for (int i = 0; i < c->nsrc; i++) mat[3 * (size_t)call_src[i] + 2] += dur / c->nsrc;
+        for (int i = 0; i < c->nsrc; i++) partner(call_src[i])->time += dur / c->nsrc;
     mpi_time += dur + c->tb;
     if (c->cw_pending) cw_record(c, dur);
     pk_depth = 0;
@@ -483,8 +541,9 @@ static void received(pk_call *c, int fid_post, MPI_Comm comm, MPI_Status *st, un
     pk_rec *r = comm_rec(comm);
     int src = to_world(r, st->MPI_SOURCE);
     if (opt_mat && src >= 0 && src < world_size) {
-        mat[3 * (size_t)src] += nbytes;
-        mat[3 * (size_t)src + 1] += 1;
+        pk_partner *p = partner(src);
+        p->bytes += nbytes;
+        p->count += 1;
         if (c->nsrc == call_src_cap) {
             call_src_cap = call_src_cap ? 2 * call_src_cap : 16;
             call_src = realloc(call_src, (size_t)call_src_cap * sizeof(int));
@@ -686,6 +745,18 @@ static void coll_account(pk_call *c, double sent, double recv) {
     add_hist(c->fid, sent > recv ? sent : recv);
 }
 
+/* Collective bytes per pair (with --matrices), recorded by the receiving rank as point-to-point bytes are:
+ * what the call's arguments say each member receives from each other member. Bcast and Scatter(v): each
+ * member from the root; Reduce and Gather(v): the root from each member (a reduction as if every member sent
+ * its buffer to the root); Allgather(v), Alltoall(v), Reduce_scatter_block: each member from each other. Not
+ * per pair (the payload between two members is the algorithm's): Allreduce, Reduce_scatter, Scan, Exscan,
+ * non-blocking collectives; rooted collectives on intercommunicators. A member's own block is not traffic. */
+static void coll_from(pk_rec *r, int rank, double bytes) {
+    if (!opt_mat || bytes == 0) return;
+    int w = to_world(r, rank);
+    if (w >= 0) partner(w)->coll += bytes;
+}
+
 /* Bcast/Scatter (root_sends=1): root sends bytes_each to every other rank; Reduce/Gather: the reverse */
 void pk_coll_rooted(pk_call *c, double bytes_each, int root, MPI_Comm comm, int root_sends) {
     if (c->fid < 0) return;
@@ -699,6 +770,10 @@ void pk_coll_rooted(pk_call *c, double bytes_each, int root, MPI_Comm comm, int 
         coll_account(c, root_sends ? many : 0, root_sends ? 0 : many);
     else
         coll_account(c, root_sends ? 0 : bytes_each, root_sends ? bytes_each : 0);
+    if (me != root && root_sends)
+        coll_from(r, root, bytes_each);
+    else if (me == root && !root_sends)
+        r->coll_each += bytes_each;
 }
 
 void pk_coll_rooted_v(pk_call *c, const int counts[], MPI_Datatype type, double own_bytes, int root, MPI_Comm comm,
@@ -711,11 +786,15 @@ void pk_coll_rooted_v(pk_call *c, const int counts[], MPI_Datatype type, double 
     TRACE(c->coll_root = root);
     if (me != root) {
         coll_account(c, root_sends ? 0 : own_bytes, root_sends ? own_bytes : 0);
+        if (root_sends) coll_from(r, root, own_bytes);
         return;
     }
     double total = 0, size = pk_tsize(type);
     for (int i = 0; i < r->size; i++)
-        if (i != root) total += (double)counts[i] * size;
+        if (i != root) {
+            total += (double)counts[i] * size;
+            if (!root_sends) coll_from(r, i, (double)counts[i] * size);
+        }
     coll_account(c, root_sends ? total : 0, root_sends ? 0 : total);
 }
 
@@ -725,6 +804,7 @@ void pk_coll_all(pk_call *c, double sent_each, double recv_each, MPI_Comm comm, 
     pk_rec *r = comm_rec(comm);
     double k = to_all ? (double)(r->inter ? r->size : r->size - 1) : 1.0;
     coll_account(c, sent_each * k, recv_each * k);
+    if (to_all && opt_mat) r->coll_each += recv_each;
 }
 
 void pk_coll_all_v(pk_call *c, const int scounts[], MPI_Datatype stype, double sent_each, const int rcounts[],
@@ -738,6 +818,7 @@ void pk_coll_all_v(pk_call *c, const int scounts[], MPI_Datatype stype, double s
         if (i == me) continue;
         sent += scounts ? (double)scounts[i] * ss : sent_each;
         recv += (double)rcounts[i] * rs;
+        coll_from(r, i, (double)rcounts[i] * rs);
     }
     coll_account(c, sent, recv);
 }
@@ -905,7 +986,6 @@ void pk_init_end(double t_start, int fid) {
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
     stats = pk_calloc((size_t)pk_nfunc * PK_NPART * PK_NMETRIC, sizeof(double));
     hist = pk_calloc((size_t)pk_nfunc * PK_NBIN, sizeof(double));
-    mat = pk_calloc(opt_mat ? (size_t)world_size * 3 : 1, sizeof(double));
     clock_offset = aligned ? clock_sync() : 0;
     pk_call c = {.fid = 0};
     TRACE({
@@ -933,7 +1013,8 @@ void pk_init_end(double t_start, int fid) {
 }
 
 /* this rank's records, ROW doubles each: (0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv,
- * calls_recv) with fid -1 for Compute; (1, rank, fid, bin, messages); (2, rank, source, 0, bytes, count, time) */
+ * calls_recv) with fid -1 for Compute; (1, rank, fid, bin, messages); (2, rank, source, 0, bytes, count, time,
+ * collective bytes) per partner, in the partner table's order */
 static double *pack(size_t *nrows, double compute) {
     size_t n = 1, cap = 64;
     double *rows = pk_calloc(cap * ROW, sizeof(double));
@@ -964,49 +1045,118 @@ static double *pack(size_t *nrows, double compute) {
             NEW_ROW();
             row[0] = 1, row[1] = world_rank, row[2] = f, row[3] = b, row[4] = messages;
         }
-    for (int src = 0; opt_mat && src < world_size; src++) {
-        double *m = mat + 3 * (size_t)src;
-        if (m[1] == 0) continue;
+    for (size_t i = 0; opt_mat && i < partners_cap; i++) {
+        const pk_partner *m = &partners[i];
+        if (m->rank < 0) continue;
         NEW_ROW();
-        row[0] = 2, row[1] = world_rank, row[2] = src, row[4] = m[0], row[5] = m[1], row[6] = m[2];
+        row[0] = 2, row[1] = world_rank, row[2] = m->rank;
+        row[4] = m->bytes, row[5] = (double)m->count, row[6] = m->time, row[7] = m->coll;
     }
 #undef NEW_ROW
     *nrows = n;
     return rows;
 }
 
-/* clock: drift, largest offset, largest bound of an offset's error [s] */
-static void write_output(const char *path, const double *rows, size_t nrows, const char *hosts, const double clock[3],
-                         long unmatched, long other) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *fh = fopen(tmp, "wb");
-    if (!fh) {
-        fprintf(stderr, "perfkit collect: cannot write %s\n", tmp);
-        return;
-    }
-    fprintf(fh, "perfkit-collect 1\nranks %d\nfunctions %d\n", world_size, pk_nfunc);
+/* this process's peak resident memory so far [KiB] (VmHWM), -1 without /proc */
+static long peak_kib(void) {
+    FILE *fh = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    if (!fh) return -1;
+    while (fgets(line, sizeof line, fh))
+        if (sscanf(line, "VmHWM: %ld", &kib) == 1) break;
+    fclose(fh);
+    return kib;
+}
+
+/* rank 0's header: what every record means, the options and the clocks; its length [B] in *len */
+static char *header(size_t *len, uint64_t nrows, int host_width, const double clock[3], long unmatched,
+                    long other) {
+    char *text = NULL;
+    FILE *fh = open_memstream(&text, len);
+    if (!fh) PMPI_Abort(MPI_COMM_WORLD, 70);
+    fprintf(fh, "perfkit-collect 2\nranks %d\nfunctions %d\n", world_size, pk_nfunc);
     for (int f = 0; f < pk_nfunc; f++) fprintf(fh, "%s %d\n", pk_fnames[f], pk_fcollective[f]);
     fprintf(fh, "options slt=%d collective_wait=%d matrices=%d\n", opt_slt, opt_cw, opt_mat);
     fprintf(fh, "clock_drift %.9g\nclock_offset %.9g\nclock_bound %.9g\n", clock[0], clock[1], clock[2]);
     fprintf(fh, "unmatched_piggybacks %ld\nother_thread_calls %ld\n", unmatched, other);
-    for (int r = 0; r < world_size; r++) fprintf(fh, "host %d %s\n", r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
-    fprintf(fh, "rows %zu\n", nrows);
-    size_t ok = fwrite(rows, sizeof(double) * ROW, nrows, fh);
-    if (fclose(fh) != 0 || ok != nrows || rename(tmp, path) != 0) {
+    fprintf(fh, "rows %llu\nhost_width %d\ndata\n", (unsigned long long)nrows, host_width);
+    if (fclose(fh) != 0) PMPI_Abort(MPI_COMM_WORLD, 70);
+    return text;
+}
+
+/* Write the output with MPI-IO, every rank its own part, into PATH.tmp, renamed to PATH once all wrote it:
+ * rank 0's header (text, ending with the line "data"), then every rank's records in rank order
+ * (ROW doubles each), then every rank's host name (host_width bytes, NUL-padded), then rank 0's trailer (text
+ * lines: its time in this function, its peak memory before and at the end [KiB]). Offsets are 64-bit (an
+ * exclusive prefix sum of the record counts); no rank holds more than its own records. 0 when written. */
+static int write_output(const char *path, const double *rows, size_t nrows, const double clock[3], long unmatched,
+                        long other, double t_start, long peak_before) {
+    enum { HOST_WIDTH = MPI_MAX_PROCESSOR_NAME };
+    char tmp[4096], host[HOST_WIDTH], *head = NULL;
+    int namelen, bad = nrows > (size_t)INT32_MAX, bad_any = 0;
+    uint64_t mine = nrows, total = 0, before = 0;
+    size_t head_len = 0;
+    long long start; /* where the records begin [B] */
+    MPI_Datatype row_type;
+    MPI_File fh;
+    memset(host, 0, sizeof host);
+    PMPI_Get_processor_name(host, &namelen);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    PMPI_Allreduce(&mine, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    PMPI_Exscan(&mine, &before, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (world_rank == 0) {
+        before = 0; /* MPI_Exscan leaves rank 0's undefined */
+        head = header(&head_len, total, HOST_WIDTH, clock, unmatched, other);
+        start = (long long)head_len;
+    }
+    PMPI_Bcast(&start, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    MPI_Offset hosts_at = (MPI_Offset)start + (MPI_Offset)(total * ROW * sizeof(double));
+    MPI_Offset end_at = hosts_at + (MPI_Offset)world_size * HOST_WIDTH;
+    if (PMPI_File_open(MPI_COMM_WORLD, tmp, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh) != MPI_SUCCESS) {
+        if (world_rank == 0) fprintf(stderr, "perfkit collect: cannot open %s with MPI-IO\n", tmp);
+        free(head);
+        return 1;
+    }
+    bad |= PMPI_File_set_size(fh, 0) != MPI_SUCCESS;
+    PMPI_Type_contiguous(ROW, MPI_DOUBLE, &row_type);
+    PMPI_Type_commit(&row_type);
+    if (world_rank == 0)
+        bad |= PMPI_File_write_at(fh, 0, head, (int)head_len, MPI_CHAR, MPI_STATUS_IGNORE) != MPI_SUCCESS;
+    bad |= PMPI_File_write_at_all(fh, (MPI_Offset)start + (MPI_Offset)(before * ROW * sizeof(double)), rows,
+                                  bad ? 0 : (int)nrows, row_type, MPI_STATUS_IGNORE) != MPI_SUCCESS;
+    bad |= PMPI_File_write_at_all(fh, hosts_at + (MPI_Offset)world_rank * HOST_WIDTH, host, HOST_WIDTH, MPI_CHAR,
+                                  MPI_STATUS_IGNORE) != MPI_SUCCESS;
+    if (world_rank == 0) {
+        char trailer[256];
+        int n = snprintf(trailer, sizeof trailer, "finalize_seconds %.9g\nfinalize_peak_before_kib %ld\n"
+                         "finalize_peak_kib %ld\nend\n", pk_now() - t_start, peak_before, peak_kib());
+        bad |= PMPI_File_write_at(fh, end_at, trailer, n, MPI_CHAR, MPI_STATUS_IGNORE) != MPI_SUCCESS;
+    }
+    PMPI_Type_free(&row_type);
+    bad |= PMPI_File_close(&fh) != MPI_SUCCESS;
+    PMPI_Allreduce(&bad, &bad_any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    free(head);
+    if (world_rank != 0) return bad_any;
+    if (bad_any || rename(tmp, path) != 0) {
         fprintf(stderr, "perfkit collect: could not write %s\n", path);
         unlink(tmp);
+        return 1;
     }
+    return 0;
 }
 
 void pk_finalize(void) {
     if (!pk_on) return;
     double t_fin = pk_now();
+    long peak_before = world_rank == 0 ? peak_kib() : -1;
     pk_on = 0;
     TRACE(pkt_enter(pkt_region_finalize(), t_fin));
     double compute = (t_fin - t_init_end) - mpi_time;
     piggyback_drain();
     if (opt_cw) cw_settle_all();
+    for (size_t i = 0; opt_mat && i < comms.cap; i++)
+        if (comms.slots[i].used) coll_spread(&comms.slots[i]);
     int aligned = opt_slt || opt_cw;
     TRACE(aligned = 1);
     double bound_init = clock_bound, offset_now = aligned ? clock_sync() : 0;
@@ -1020,36 +1170,21 @@ void pk_finalize(void) {
 
     size_t nrows;
     double *rows = pack(&nrows, compute);
-    int mine = (int)(nrows * ROW), *lens = NULL, *displs = NULL;
-    char name[MPI_MAX_PROCESSOR_NAME] = {0}, *hosts = NULL;
-    int namelen;
-    PMPI_Get_processor_name(name, &namelen);
-    if (world_rank == 0) {
-        lens = pk_calloc((size_t)world_size, sizeof(int));
-        displs = pk_calloc((size_t)world_size, sizeof(int));
-        hosts = pk_calloc((size_t)world_size, MPI_MAX_PROCESSOR_NAME);
-    }
-    PMPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
-    PMPI_Gather(&mine, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    double *all = NULL;
-    size_t total = 0;
-    if (world_rank == 0) {
-        for (int r = 0; r < world_size; r++) {
-            displs[r] = (int)total;
-            total += (size_t)lens[r];
-        }
-        all = pk_calloc(total, sizeof(double));
-    }
-    PMPI_Gatherv(rows, mine, MPI_DOUBLE, all, lens, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     const char *path = getenv("PERFKIT_COLLECT_OUT");
-    if (world_rank == 0 && path && *path)
-        write_output(path, all, total / ROW, hosts, clock_max, totals[0], totals[1]);
-    TRACE(pkt_close(pk_now(), hosts, bound_init));
+    if (path && *path) write_output(path, rows, nrows, clock_max, totals[0], totals[1], t_fin, peak_before);
     free(rows);
-    free(all);
-    free(lens);
-    free(displs);
-    free(hosts);
+#ifdef PK_TRACE
+    if (opt_trace) { /* the trace's definitions name every rank's host: gathered on rank 0 */
+        char name[MPI_MAX_PROCESSOR_NAME] = {0}, *hosts = NULL;
+        int namelen;
+        PMPI_Get_processor_name(name, &namelen);
+        if (world_rank == 0) hosts = pk_calloc((size_t)world_size, MPI_MAX_PROCESSOR_NAME);
+        PMPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
+                    MPI_COMM_WORLD);
+        pkt_close(pk_now(), hosts, bound_init);
+        free(hosts);
+    }
+#endif
 }
 
 /* ---------- Fortran ---------- */
