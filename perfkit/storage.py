@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from perfkit import atomic
+from perfkit import atomic, sparse_traffic
 from perfkit.errors import PerfkitFormatError
 from perfkit.model import densify, validate
 from perfkit.signals import deferred
@@ -27,7 +27,9 @@ COMPLETE = "perfkit_complete"
 def save(ds: xr.Dataset, path: str | PathLike, *, overwrite: bool = False) -> Path:
     """Write ``ds`` to ``path``: a zarr store if it ends in ``.zarr``, else netCDF-4 (h5netcdf).
 
-    Sparse variables are written densely; dask-backed cubes are written chunk by chunk. The
+    Sparse ``traffic`` (pydata ``sparse``, or dask of sparse blocks as ``load`` returns it) is written
+    as pair tables (``perfkit.sparse_traffic``: O(non-zeros), never densified), dense ``traffic`` as
+    it is; dask-backed cubes are written chunk by chunk. The
     Dataset is written to a temporary beside ``path``, marked complete, then renamed to ``path``:
     an interrupted save leaves ``path`` as it was. An existing ``path`` is replaced only with
     ``overwrite=True`` (``FileExistsError`` otherwise, before anything is written).
@@ -35,18 +37,25 @@ def save(ds: xr.Dataset, path: str | PathLike, *, overwrite: bool = False) -> Pa
     path = Path(path)
     zarr_store = path.suffix == ".zarr"
     atomic.check_output(path, overwrite=overwrite, store=zarr_store, option="overwrite=True")
-    ds = densify(validate(ds))
+    ds = stored(validate(ds))
     with atomic.writing(path) as temp:
         # a stop waits for a store's write (zarr's I/O thread would go on writing into the removed temporary);
         # a netCDF file is written through its open handle: removing it is enough
         with deferred() if zarr_store else nullcontext():
             if zarr_store:
-                ds.to_zarr(temp, mode="w", consolidated=True, zarr_format=2)
+                ds.to_zarr(temp, mode="w", consolidated=True, zarr_format=2, encoding=sparse_traffic.encoding(ds))
             else:
                 ds.to_netcdf(temp, engine="h5netcdf", mode="w")
             mark_complete(temp, ds.sizes.get("run", 0), zarr_store=zarr_store)
         atomic.put_in_place(temp, path)
     return path
+
+
+def stored(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` as written to disk: sparse ``traffic`` as pair tables, any other sparse variable dense."""
+    if "traffic" in ds and sparse_traffic.is_sparse(ds["traffic"].data):
+        ds = sparse_traffic.encode(ds)
+    return densify(ds)
 
 
 def mark_complete(path: str | PathLike, runs: int, *, zarr_store: bool = True) -> None:
@@ -89,8 +98,10 @@ def load(path: str | PathLike, chunks: dict[str, int] | None = None) -> xr.Datas
     _check_complete(ds, path)
     ds.attrs.pop(COMPLETE)
     if chunks is None:
-        ds = ds.load()
-    else:  # coordinates are small: in memory, so that selecting by label never computes
+        ds = sparse_traffic.decode(ds.load())
+    else:
+        # coordinates are small: in memory, so that selecting by label never computes
+        ds = sparse_traffic.decode(ds)
         ds = ds.assign_coords({name: ds[name].variable.load() for name in ds.coords if name not in ds.indexes})
     # text coordinates come back as fixed-width or object strings depending on the engine
     updates = {name: ds[name].astype(object) for name in _TEXT_COORDS if name in ds.coords}

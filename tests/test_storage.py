@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 import sparse
 import xarray as xr
 
 import perfkit
+from perfkit import synthetic
 from perfkit.model import make_run
-from tests.helpers import ROOT
+from perfkit.placement.topology import Topology
+from tests.helpers import ROOT, small_run
 
 
 @pytest.mark.parametrize("suffix", [".nc", ".zarr"])
@@ -42,12 +46,67 @@ def test_round_trip_keeps_host_names(tmp_path, two_runs, suffix):
     xr.testing.assert_identical(lazy.load(), ds)
 
 
-def test_sparse_traffic_is_stored_densely(tmp_path):
-    coo = sparse.COO(np.array([[0, 1], [1, 0], [0, 0]]), np.array([5.0, 7.0]), shape=(2, 2, 3))
-    ds = make_run(np.ones((2, 1, 6)), ranks=[0, 1], functions=["Compute"], run={"label": "s"}, traffic=coo)
-    back = perfkit.load(perfkit.save(ds, tmp_path / "s.nc"))
-    assert back["traffic"].sel(sender=0, receiver=1, quantity="bytes") == 5
-    assert back["traffic"].sel(sender=1, receiver=0, quantity="bytes") == 7
+def _sparse_run(label: str = "s") -> xr.Dataset:
+    """Two ranks; pair 0->1 with time not measured (NaN), pair 1->0 with bytes only, 1->1 NaN alone."""
+    coords = np.array([[0, 0, 0, 1, 1], [1, 1, 1, 0, 1], [0, 1, 2, 0, 2]])
+    coo = sparse.COO(coords, np.array([5.0, 2.0, np.nan, 7.0, np.nan]), shape=(2, 2, 3))
+    return make_run(np.ones((2, 1, 6)), ranks=[0, 1], functions=["Compute"], run={"label": label}, traffic=coo)
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_sparse_traffic_is_stored_as_pairs_and_read_back_sparse(tmp_path, suffix):
+    ds = _sparse_run()
+    path = perfkit.save(ds, tmp_path / f"s{suffix}")
+    raw = xr.open_zarr(path) if suffix == ".zarr" else xr.open_dataset(path, engine="h5netcdf")
+    assert "traffic" not in raw and raw.sizes["nnz"] == 2  # the pairs 0->1 and 1->0; 1->1 holds no value
+    assert raw["traffic_sender"].dtype == np.int32 and raw["traffic_nnz"].values.tolist() == [2]
+    expected = np.array([[[0, 0, 0], [5, 2, np.nan]], [[7, 0, 0], [0, 0, 0]]])
+    eager = perfkit.load(path)["traffic"]
+    assert isinstance(eager.data, sparse.COO) and eager.data.fill_value == 0
+    np.testing.assert_array_equal(eager.data.todense()[0], expected)
+    lazy = perfkit.load(path, chunks={})["traffic"]
+    assert isinstance(lazy.data._meta, sparse.COO) and lazy.data.chunks[0] == (1,)
+    np.testing.assert_array_equal(lazy.data.compute().todense()[0], expected)
+    xr.testing.assert_identical(perfkit.load(path).drop_vars("traffic"), ds.drop_vars("traffic"))
+
+
+def test_a_run_without_matrices_reads_zero_in_sparse_traffic_and_says_so(tmp_path):
+    ds = perfkit.combine_runs([_sparse_run("s"), small_run("none", 2, traffic=False)])
+    back = perfkit.load(perfkit.save(ds, tmp_path / "s.zarr"), chunks={})
+    assert back["traffic"].sizes["run"] == 2
+    assert back["traffic"].isel(run=1).data.compute().nnz == 0
+    assert any("'none'" in w and "read as 0" in w for w in perfkit.model.read_warnings(back))
+    np.testing.assert_array_equal(back["traffic"].isel(run=0).data.compute().todense(),
+                                  ds["traffic"].isel(run=0).data.todense())
+
+
+def test_a_lazy_sparse_store_saves_again_run_by_run(tmp_path):
+    ds = perfkit.combine_runs([_sparse_run("s"), _sparse_run("t")])
+    lazy = perfkit.load(perfkit.save(ds, tmp_path / "a.zarr"), chunks={})
+    again = perfkit.load(perfkit.save(lazy, tmp_path / "b.nc"))
+    np.testing.assert_array_equal(again["traffic"].data.todense(), ds["traffic"].data.todense())
+
+
+def test_a_20k_rank_stencil_matrix_is_stored_in_o_nnz_never_n_by_n(tmp_path):
+    """20,000 ranks, 6 face partners: the store is a few MB and no step allocates an N x N array
+    (which would be 3.2 GB of float64: the traced peak stays far below one)."""
+    run, _ = synthetic.generate_run(20_000, "slt", steps=2)
+    tracemalloc.start()
+    try:
+        path = perfkit.save(run, tmp_path / "big.zarr")
+        lazy = perfkit.load(path, chunks={})
+        placed = perfkit.place(lazy, Topology(nodes=20_000 // 32, cores=32), "block")
+        cost = placed.cost(lazy["traffic"].isel(run=0).sel(quantity="bytes"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 400e6
+    assert sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) < 20e6
+    back = lazy["traffic"].data.compute()
+    assert back.shape == (1, 20_000, 20_000, 3) and back.nnz == run["traffic"].data.nnz
+    np.testing.assert_array_equal(back.coords, run["traffic"].data.coords)
+    np.testing.assert_array_equal(back.data, run["traffic"].data.data)
+    assert 0 < cost.inter_node_fraction < 1
 
 
 def test_lazy_load(tmp_path, two_runs):

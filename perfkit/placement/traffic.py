@@ -18,6 +18,8 @@ def check_matrix(matrix: Any, name: str = "traffic matrix") -> sps.csr_matrix:
     """
     if isinstance(matrix, xr.DataArray):
         matrix = matrix.data
+    if hasattr(matrix, "dask"):  # e.g. one run of a lazily loaded store: its sparse (or dense) block
+        matrix = matrix.compute()
     if hasattr(matrix, "tocsr") and not sps.issparse(matrix):  # pydata sparse
         if np.asarray(matrix.fill_value) != 0:
             raise ValueError(f"{name}: sparse fill value must be 0, got {matrix.fill_value}")
@@ -69,6 +71,8 @@ def select_traffic(
     if quantity not in quantities:
         raise ValueError(f"quantity {quantity!r} not in traffic quantities {quantities}")
     counts = data.sel(quantity="count") if quantity != "count" and "count" in quantities else None
+    if counts is not None and hasattr(counts.data, "dask"):
+        counts = counts.copy(data=counts.data.compute())
     if counts is not None and isinstance(counts.data, np.ndarray) and np.isnan(counts.data).any():
         counts = None  # message counts not measured (e.g. a bytes-only matrix file)
     return _from_dataarray(data.sel(quantity=quantity), counts)
@@ -90,6 +94,8 @@ def _from_dataarray(
 
 
 def _dense_or_sparse(values: Any) -> Any:
+    if hasattr(values, "dask"):  # lazily loaded: this run's block only
+        values = values.compute()
     if isinstance(values, np.ndarray):
         return values
     if hasattr(values, "tocsr"):
