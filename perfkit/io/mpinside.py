@@ -27,7 +27,7 @@ import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.mpinside_names import column_function
-from perfkit.model import SIZE_STATS, TRAFFIC_QUANTITIES, dense_traffic, make_run
+from perfkit.model import COLLECTIVE_BYTES, SIZE_STATS, TRAFFIC_QUANTITIES, dense_traffic, make_run
 from perfkit.options import too_big
 
 PLACEHOLDER = b"-----"
@@ -53,8 +53,10 @@ _RANK_TABLES = {
     "number of calls": "calls",  # perfkit's extension (written by perfkit collect); absent in MPInside: NaN
 }
 _SIZES = re.compile(r"^rank\s+(\d+)\s+size(s)?\s+distribution(\s+times)?$", re.I)
-_MATRIX = re.compile(r"^(?:.*\b)?(TIME|SIZE|REQUEST)\s*\(\s*i\s*,\s*j\s*\)", re.I)
+_MATRIX = re.compile(r"^(?:.*\b)?(COLLECTIVE_SIZE|TIME|SIZE|REQUEST)\s*\(\s*i\s*,\s*j\s*\)", re.I)
 _MATRIX_QUANTITY = {"SIZE": "bytes", "REQUEST": "count", "TIME": "time"}
+#: perfkit's extension (``perfkit collect``): collective bytes per pair, the optional quantity ``collective_bytes``
+_OPTIONAL_MATRIX = {"COLLECTIVE_SIZE": COLLECTIVE_BYTES}
 _TEXT_BYTES = bytes(range(32, 127)) + b" \t\r\n\v\f"
 _COLUMN = re.compile(r"^\w+$", re.ASCII)
 
@@ -673,6 +675,8 @@ def _traffic(matrices: dict[str, Entries], ranks: np.ndarray, path: Path, warnin
 
     n = ranks.size
     index = pd.Index(ranks)  # rank -> position, without an array as long as the largest rank
+    quantity_of = {**_MATRIX_QUANTITY, **_OPTIONAL_MATRIX}
+    quantities = [*TRAFFIC_QUANTITIES, *(quantity_of[m] for m in _OPTIONAL_MATRIX if m in matrices)]
     coords, data = [], []
     for name, entries in matrices.items():
         i, j, v = entries.i, entries.j, entries.values
@@ -683,11 +687,11 @@ def _traffic(matrices: dict[str, Entries], ranks: np.ndarray, path: Path, warnin
                                                             "rank that is not in the tables")
         # TIME(i,j) is the time i spent receiving from j: sender j -> receiver i.
         sender, receiver = (pj, pi) if name == "TIME" else (pi, pj)
-        q = TRAFFIC_QUANTITIES.index(_MATRIX_QUANTITY[name])
+        q = quantities.index(quantity_of[name])
         coords.append(np.stack([sender, receiver, np.full(sender.size, q)]))
         data.append(v)
     absent = [q for q, n_ in _MATRIX_QUANTITY.items() if q not in matrices]
-    arr = sparse.COO(np.concatenate(coords, axis=1), np.concatenate(data), shape=(n, n, len(TRAFFIC_QUANTITIES)),
+    arr = sparse.COO(np.concatenate(coords, axis=1), np.concatenate(data), shape=(n, n, len(quantities)),
                      fill_value=0.0)
     if dense_traffic(n, arr.nnz):
         dense = arr.todense()

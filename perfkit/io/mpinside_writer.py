@@ -22,7 +22,8 @@ TABLES = (
     ("calls_recv", "Calls receiving data", "%.0f"),
     ("calls", "Number of calls", "%.0f"),  # perfkit's extension, written only when known
 )
-MATRICES = (("SIZE", "bytes", "%.0f"), ("REQUEST", "count", "%.0f"), ("TIME", "time", "%.6f"))
+MATRICES = (("SIZE", "bytes", "%.0f"), ("REQUEST", "count", "%.0f"), ("TIME", "time", "%.6f"),
+            ("COLLECTIVE_SIZE", "collective_bytes", "%.0f"))  # perfkit's extension, written only when known
 
 
 def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str = "sparse",
@@ -104,7 +105,18 @@ def _sizes(fh: TextIO, one: xr.Dataset) -> None:
 def _matrices(fh: TextIO, one: xr.Dataset, layout: str) -> None:
     ranks = one["rank"].values
     for name, quantity, fmt in MATRICES:
+        if quantity not in one["quantity"].values:
+            continue
         m = one["traffic"].sel(quantity=quantity).data
+        if layout == "sparse" and hasattr(m, "coords"):  # sparse.COO: its non-zeros, never N x N
+            i, j = (m.coords[1], m.coords[0]) if name == "TIME" else (m.coords[0], m.coords[1])
+            keep = np.nan_to_num(m.data) != 0
+            i, j, v = i[keep], j[keep], m.data[keep]
+            fh.write(f">>>> {name}(i,j) <<<<\ni j value\n")
+            order = np.lexsort((j, i))
+            frame = pd.DataFrame({"i": ranks[i[order]], "j": ranks[j[order]], "v": v[order]})
+            frame.to_csv(fh, sep=" ", header=False, index=False, float_format=fmt, lineterminator="\n")
+            continue
         m = m.todense() if hasattr(m, "todense") else np.asarray(m)
         if np.all(np.isnan(m)):
             continue
