@@ -115,6 +115,7 @@ def run(
     trace_buffer: float = TRACE_BUFFER_MB,
     launcher: str = "mpirun",
     collector: Callable[..., CollectResult] | None = None,
+    clock_offsets: Mapping[str, float] | None = None,
     **params: Any,
 ) -> LabRun:
     """Run ``scenario`` on ``nprocs`` ranks under the collector; see ``scenarios.py`` for ``params``.
@@ -125,6 +126,9 @@ def run(
     buffering ``trace_buffer`` MiB of events. ``collector``: what runs the launch under the collector,
     with :func:`perfkit.collect.collect`'s parameters (that function when None; e.g.
     ``perfkit.collect.testbed.collector.collect_on(tb)`` to run across a testbed's nodes).
+    ``clock_offsets``: per host name, how far its monotonic clock reads ahead [s] (a testbed's
+    ``clock_offsets()``); the ranks' recorded compute intervals are put on one clock with them before
+    the realised truth is computed from them (without them, every rank must share one clock).
     """
     from perfkit import open_profile
     from perfkit.collect import collect
@@ -144,6 +148,10 @@ def run(
     wall = time.perf_counter() - t0
     profile = open_profile(res.output) if res.output is not None else None
     intervals = read_record(record, nprocs) if res.output is not None else None
+    if intervals is not None and clock_offsets:
+        hosts = [str(h) for h in profile["host"].isel(run=0).values]
+        intervals = [[(a - clock_offsets[h], b - clock_offsets[h]) for a, b in rank]
+                     for rank, h in zip(intervals, hosts)]
     realised = truth(scenario, nprocs, realised=intervals, **p) if intervals is not None else None
     if realised is not None:
         save_truth(realised, output.with_name(output.name + ".realised"))

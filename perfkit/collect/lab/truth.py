@@ -20,7 +20,8 @@ intervals one run actually had (``realised``, recorded by the program on CLOCK_M
 ranks of one node share), so MPInside's definitions applied to that run's own event times: a
 loaded machine's late wake-ups and late deliveries included, the MPI calls between a compute and
 the next taken as instantaneous. Times are then counted from the earliest compute start; it exists
-for busy-loop compute too. Valid for runs on one node only.
+for busy-loop compute too. Valid for ranks that share one clock: on several nodes, the intervals
+must first be put on one clock (``perfkit.collect.lab.run``'s ``clock_offsets``).
 """
 
 from __future__ import annotations

@@ -128,6 +128,10 @@ class Testbed:
         assert self.state is not None, "the testbed is not up"
         return [str(self.state / "enter"), node, *command]
 
+    def clock_offsets(self) -> dict[str, int]:
+        """Per node name, how far its monotonic clock reads ahead of this machine's [s] (``clock_skew``)."""
+        return {name: self.spec.clock_offset(i) for i, name in enumerate(self.spec.node_names)}
+
     def counters(self) -> list[dict[str, Any]]:
         """Each node's link counters now (kernel: bytes and packets of its ``eth0``)."""
         return [{"name": name, **netns.counters(self.namespace(name))} for name in self.spec.node_names]
