@@ -5,11 +5,14 @@ lines here: their rows stay a byte range for ``perfkit.io.mpip_tables``. Line nu
 (``bytes.count``) only when one is needed, for a message; a section's rows as ``(line, text)``
 pairs are made only when asked for (small sections, and large ones whose fast reading needs the
 line of a bad row). Lines end at ``\n``, ``\r\n`` or ``\r`` (as editors and ``grep -n`` count them).
+
+The file is read into memory, never mapped: a report truncated by another process while it is read
+then ends early (refused as truncated, naming the line) instead of killing this process by SIGBUS.
 """
 
 from __future__ import annotations
 
-import mmap
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,8 +28,7 @@ _COUNTED = re.compile(r"^(.*?):\s*(\d+)$")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 _NOT_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
 _ASSIGNMENT = b"@ MPI Task Assignment"
-#: The report's bytes: the file mapped read-only (no copy), or bytes when it was rewritten or is empty.
-Text = bytes | mmap.mmap
+Text = bytes
 _ASSIGNMENTS = re.compile(rb"^@ MPI Task Assignment[ \t]*:[ \t]*([0-9]+)(?: ([^\n]*?))?[ \t]*$", re.MULTILINE)
 
 # Section titles (without a trailing ": N") -> internal key.
@@ -53,15 +55,23 @@ TITLES = {
 
 @dataclass
 class Source:
-    """The report's bytes: held while its sections are read, mapped again from the file once released."""
+    """The report's bytes: held while its sections are read, read again from the file once released
+    (refused if the file changed meanwhile: ``stamp`` is its size and modification time when first read)."""
 
     path: Path
     data: Text | None = field(default=None, repr=False)
+    stamp: tuple[int, int] = (0, 0)
     _anchor: tuple[int, int] = (0, 1)  # a byte offset and its line number
 
     def bytes(self) -> Text:
         """The (normalised) bytes of the report."""
-        return _normalised(_mapped(self.path)) if self.data is None else self.data
+        if self.data is not None:
+            return self.data
+        data, stamp = _read(self.path)
+        if stamp != self.stamp:
+            raise fail(self.path, None, f"the file changed while it was read ({self.stamp[0]:,} bytes, now "
+                                        f"{stamp[0]:,}): read it again once it is complete")
+        return _normalised(data)
 
     def line_at(self, offset: int) -> int:
         """Line number of the byte at ``offset`` (counted from the last one asked for when it is before)."""
@@ -131,8 +141,9 @@ def fail(report_or_path: Report | Path, line: int | None, message: str) -> Perfk
 
 def scan(path: Path) -> Report:
     """Split the report into header facts and sections; check the frame (header, end marker)."""
-    data = _normalised(_read_framed(path))
-    source = Source(path, data)
+    raw, stamp = _read_checked(path)
+    data = _normalised(raw)
+    source = Source(path, data, stamp)
     found = _NOT_SPACE.search(data)
     begin = found.start() if found else len(data)
     if begin == len(data):
@@ -154,8 +165,8 @@ def scan(path: Path) -> Report:
         following = _next_heading(data, end)
         _frame_rows(section, end + 1, following)
         heading = following
-    lines = data[:].count(b"\n") + (data[-1:] != b"\n")
-    raise fail(path, lines, "file ends without the '@--- End of Report' heading: the report is truncated")
+    lines = data.count(b"\n") + (data[-1:] != b"\n")
+    raise fail(path, lines, f"truncated at line {lines}: the file ends without the '@--- End of Report' heading")
 
 
 def _next_heading(data: Text, start: int) -> int:
@@ -166,30 +177,27 @@ def _next_heading(data: Text, start: int) -> int:
     return len(data) if at < 0 else at
 
 
-def _read_framed(path: Path) -> Text:
-    """The file's bytes, after checking its size against ``max_bytes`` and its end marker."""
+def _read_checked(path: Path) -> tuple[bytes, tuple[int, int]]:
+    """The file's bytes and stamp, after checking its size against ``max_bytes``."""
     size = path.stat().st_size
     refusal = too_big(3.0 * size, "reading this mpiP report")  # bytes + parsed columns: under 3x the size
     if refusal:
         raise fail(path, None, refusal)
-    with open(path, "rb") as fh:
-        fh.seek(max(size - 65536, 0))
-        tail = fh.read()
-        if size > 65536 and b"@--- End of Report" not in tail:
-            raise fail(path, None, "no '@--- End of Report' heading in the last 64 KiB: the report is truncated "
-                                   "or followed by something else")
-    return _mapped(path)
+    return _read(path)
 
 
-def _mapped(path: Path) -> Text:
-    """The file mapped read-only (its pages are the page cache's: no copy is made); read when under 1 MiB."""
+def _read(path: Path) -> tuple[bytes, tuple[int, int]]:
+    """The file's bytes (one read, a copy: never a mapping that another process could cut short) and its
+    stamp, (size, modification time in ns) of the open file after the read."""
     with open(path, "rb") as fh:
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size >= 1 << 20 else fh.read()
+        data = fh.read()
+        info = os.fstat(fh.fileno())
+    return data, (info.st_size, info.st_mtime_ns)
 
 
 def _normalised(data: Text) -> Text:
     """``data`` with its ``\\r\\n`` and ``\\r`` line ends written ``\\n`` (as bytes then)."""
-    return data[:].replace(b"\r\n", b"\n").replace(b"\r", b"\n") if data.find(b"\r") >= 0 else data
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if data.find(b"\r") >= 0 else data
 
 
 def _line_end(data: Text, start: int) -> int:
