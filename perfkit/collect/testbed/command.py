@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.usage = ("perfkit testbed --nodes N --cores C [--bandwidth RATE] [--latency L] [--switch-size K] "
-                    "[--uplink RATE] [--report FILE] -- COMMAND...")
+                    "[--uplink RATE] [--clock-skew S] [--report FILE] -- COMMAND...")
     parser.add_argument("--nodes", type=_positive_int, required=True,
                         help="number of emulated nodes (node000, node001, ...)")
     parser.add_argument("--cores", type=_positive_int, required=True, help="cores (MPI slots) per node")
@@ -52,11 +52,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="nodes per leaf switch (default: all nodes on one switch)")
     parser.add_argument("--uplink", default=None, metavar="RATE",
                         help="each leaf switch's uplink rate (default: --bandwidth)")
+    parser.add_argument("--clock-skew", type=_skew, default=0, metavar="S",
+                        help="node i's monotonic clock reads i x S whole seconds ahead (default 0: one clock), "
+                             "as unsynchronised nodes' clocks do; 0 to 3600")
     parser.add_argument("--report", default=None, metavar="FILE",
                         help="write JSON: parameters, exit_status, wall_s, and per node the link's bytes and packets")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="stop the command after S seconds (exit status 124)")
     parser.add_argument("launch", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command, after '--'")
+
+
+def _skew(text: str) -> int:
+    """``--clock-skew``: whole seconds, 0 to 3600."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected whole seconds") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 to 3600 s")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raise RuntimeError(why)
     try:
         with Testbed(args.nodes, args.cores, bandwidth=args.bandwidth, latency=args.latency,
-                     switch_size=args.switch_size, uplink=args.uplink) as testbed:
+                     switch_size=args.switch_size, uplink=args.uplink, clock_skew=args.clock_skew) as testbed:
             for note in testbed.notes:
                 print(f"perfkit testbed: {note}", file=sys.stderr)
             result = testbed.run(command, timeout=args.timeout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,6 +70,29 @@ def test_rates_and_latencies_parse_with_units():
         TestbedSpec(4, 2, switch_size=5)
     assert TestbedSpec(3, 2).node_names == ["node000", "node001", "node002"]
     assert [TestbedSpec(5, 1, switch_size=2).switch_of(i) for i in range(5)] == [0, 0, 1, 1, 2]
+    assert [TestbedSpec(3, 1, clock_skew=7).clock_offset(i) for i in range(3)] == [0, 7, 14]
+    for bad in (-1, 1.5, 3601):
+        with pytest.raises(ValueError, match="--clock-skew"):
+            TestbedSpec(3, 1, clock_skew=bad)
+
+
+@root_only
+def test_each_node_reads_its_own_clock_with_a_skew():
+    """Node i's CLOCK_MONOTONIC reads i x skew ahead of this machine's: read in the node between two readings
+    here, also when the node is entered from another node."""
+    read = [sys.executable, "-c", "import time; print(repr(time.monotonic()))"]
+    with Testbed(3, 1, clock_skew=5) as tb:
+        assert tb.clock_offsets() == {"node000": 0, "node001": 5, "node002": 10}
+        for i, node in enumerate(tb.spec.node_names):
+            before = time.monotonic()
+            inside = float(subprocess.run(tb.command_on(node, read), capture_output=True, text=True,
+                                          check=True).stdout)
+            after = time.monotonic()
+            assert before + 5 * i <= inside <= after + 5 * i
+            # a node entered from another node reads its own clock, not the other's
+            nested = float(subprocess.run(tb.command_on("node002", [*tb.command_on(node, read)]),
+                                          capture_output=True, text=True, check=True).stdout)
+            assert time.monotonic() + 5 * i >= nested >= after + 5 * i
 
 
 @root_only
@@ -199,11 +223,12 @@ def test_without_root_it_says_why(monkeypatch, capsys):
 @pytest.mark.parametrize("argv", [["testbed", "--nodes", "0", "--cores", "1"],
                                   ["testbed", "--nodes", "2", "--cores", "two"],
                                   ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--runs", "0"],
-                                  ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--switch-size", "-1"]])
+                                  ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--switch-size", "-1"],
+                                  ["testbed", "--nodes", "2", "--cores", "1", "--clock-skew", "0.5"]])
 def test_counts_are_checked_before_anything_runs(argv, capsys):
     from perfkit.cli import main
 
     with pytest.raises(SystemExit) as stopped:
         main([*argv, "--", "true"])
     assert stopped.value.code == 2
-    assert "expected a whole number" in capsys.readouterr().err
+    assert re.search("expected a whole number|expected whole seconds", capsys.readouterr().err)
