@@ -63,6 +63,8 @@ _BYTES_KINDS = ("sent", "io", "rma")
 _TIME_COLUMNS = ("Name", "Site", "Rank", "Count", "Max", "Mean", "Min", "App%", "MPI%")
 _BYTES_COLUMNS = ("Name", "Site", "Rank", "Count", "Max", "Mean", "Min", "Sum")
 _CONCISE_COLUMNS = ("Name", "Site", "Tasks", "Max", "Mean", "Min", "MaxRnk", "MinRnk")
+#: mpiP's report name: ``<program>.<ranks>.<process id>.<index>.mpiP``.
+_REPORT_NAME = re.compile(r"^(?P<run>.+\.\d+)\.\d+\.\d+$")
 _HIST_COLUMNS = {
     "hist_coll": ("Call", "MPI", "Time", "%", "Comm", "Size", "Data", "Size"),
     "hist_p2p": ("Call", "MPI", "Sent", "%", "Comm", "Size", "Data", "Size"),
@@ -73,6 +75,13 @@ def sniff(path: Path, head: bytes) -> bool:
     """True if ``head`` (the first bytes of ``path``) starts like an mpiP report."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     return text.startswith(b"@ mpiP") and b"@ Version" in head[:4096]
+
+
+def run_stem(path: Path) -> str:
+    """``path``'s stem without mpiP's process id and report index (``HPCCG.4.27750.1.mpiP`` -> ``HPCCG.4``);
+    any other file's stem as it is."""
+    match = _REPORT_NAME.match(path.stem) if path.suffix == ".mpiP" else None
+    return match["run"] if match else path.stem
 
 
 def read(path: str | PathLike, **run_metadata: Any) -> xr.Dataset:
@@ -227,6 +236,7 @@ def _site_arrays(report: Report, key: str, columns: Sequence[str]) -> dict[str, 
             **{name: fast[name].to_numpy() for name in columns[4:]},
         }
         out["function"], out["pair"] = fnames[codes], _pair_ids(codes, out["site"])
+        _check_names(report, out)
         if not _duplicated(out):
             return out
     linenos, rows = _tokens(report, section, len(columns))
@@ -240,6 +250,7 @@ def _site_arrays(report: Report, key: str, columns: Sequence[str]) -> dict[str, 
         "line_no": np.asarray(linenos, dtype=np.int64),
     }
     out["function"], out["pair"] = out["fnames"][fcode], _pair_ids(out["fcode"], out["site"])
+    _check_names(report, out)
     for name in columns[4:]:
         out[name] = _numbers(report, linenos, cols[name], name)
     _check_unique(report, out, section.title)
@@ -267,6 +278,19 @@ def _pair_ids(fcode: np.ndarray, site: np.ndarray) -> np.ndarray:
     else:  # site IDs too far apart for one integer key
         runs = pd.MultiIndex.from_arrays([f, s]).factorize()[0]
     return np.repeat(runs.astype(np.int64), np.diff(np.append(starts, site.size)))
+
+
+_NAME = re.compile(r"MPI_[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def _check_names(report: Report, rows: dict[str, Any]) -> None:
+    """Refuse a function name that is not an MPI identifier (a flipped byte, binary data), naming its first row."""
+    bad = [k for k, name in enumerate(rows["fnames"]) if not _NAME.fullmatch(name)]
+    if bad:
+        i = int(np.argmax(rows["fcode"] == bad[0]))
+        name = str(rows["fnames"][bad[0]])[4:]
+        raise fail(report, _row_line(report, rows, i), f"expected an MPI function name (letters, digits and '_' "
+                                                       f"after MPI_), found {name[:40]!r}")
 
 
 def _duplicated(rows: dict[str, Any]) -> bool:

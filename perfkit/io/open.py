@@ -18,6 +18,7 @@ import xarray as xr
 
 from perfkit.errors import PerfkitFormatError, PerfkitWarning
 from perfkit.io.cluster import active_client
+from perfkit.io.mpip import run_stem
 from perfkit.io.registry import get_format, sniff_format
 from perfkit.model import RUN_FIELDS, RUN_OPTIONAL, combine_runs, read_warnings
 
@@ -57,7 +58,7 @@ def open_profile(path: str | PathLike, format: str | None = None, **run_metadata
     path = Path(path)
     name = format or sniff_format(path)
     meta = {**sidecar_metadata(path), **run_metadata}
-    meta.setdefault("label", path.stem if path.is_file() else path.name)
+    meta.setdefault("label", run_stem(path) if path.is_file() else path.name)
     meta.setdefault("source", str(path))
     return get_format(name).reader()(path, **meta)
 
@@ -89,11 +90,14 @@ def metadata_for(path: Path, metadata: Metadata) -> dict[str, Any]:
 
 
 def unique_labels(paths: Sequence[Path]) -> list[str]:
-    """Shortest distinguishing labels: file stems, else with as many parent folders as needed."""
-    for depth in range(1, max(len(p.parts) for p in paths) + 1):
-        labels = ["/".join((*p.parts[-depth:-1], p.stem)) for p in paths]
-        if len(set(labels)) == len(labels):
-            return labels
+    """Shortest distinguishing labels: file stems, else with as many parent folders as needed; an mpiP
+    report's stem loses its process id and index (:func:`perfkit.io.mpip.run_stem`) unless only they
+    tell the runs apart."""
+    for stem in (run_stem, lambda path: path.stem):
+        for depth in range(1, max(len(p.parts) for p in paths) + 1):
+            labels = ["/".join((*p.parts[-depth:-1], stem(p))) for p in paths]
+            if len(set(labels)) == len(labels):
+                return labels
     return [str(p) for p in paths]
 
 

@@ -144,7 +144,7 @@ def test_balanced_real_runs_claim_no_load_imbalance(real_runs):
 
 
 def test_unexplained_waits_say_what_they_could_be(real_runs):
-    found = diagnose(real_runs[0], run="test_HPCCG.4.27750.1")  # load balance 0.98, MPI 36 %
+    found = diagnose(real_runs[0], run="test_HPCCG.4")  # load balance 0.98, MPI 36 %
     first = found.iloc[0]
     assert first["category"] == "efficiency" and "cannot tell" in first["title"]
     for cause in ("serialisation", "interference", "ranks sharing cores", "network", "trace", "perfkit collect --slt"):

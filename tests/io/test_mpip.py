@@ -468,3 +468,21 @@ def test_writer_round_trip_concise(tmp_path: Path, case):
             assert rank_of_max == max(totals, key=totals.get)
     assert float(ds["task_time"].sel(run="c", task_metric="app", task_stat="max")) == 10.0 + nranks - 1
     assert "count" not in mpip.callsites(path).columns
+
+
+def test_run_labels_drop_the_process_id_unless_only_it_tells_runs_apart(tmp_path: Path) -> None:
+    strong = sorted((DATA / "real" / "HPCCG-strong").glob("*/*.mpiP"), key=lambda p: int(p.parent.name))
+    runs = perfkit.open_runs(strong, progress=False)
+    assert runs["run"].values.tolist() == [f"test_HPCCG.{p.parent.name}" for p in strong]
+    assert mpip.run_stem(Path("ring.4.1234.1.mpiP")) == "ring.4" and mpip.run_stem(Path("a.4.1.mpiP")) == "a.4.1"
+    assert mpip.run_stem(Path("x.4.1234.1.txt")) == "x.4.1234.1"
+    report = strong[2].read_text()  # 4 ranks
+    for folder, pid in (("before", "111"), ("after", "222")):  # two runs of one program: the folders tell them apart
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / f"test_HPCCG.4.{pid}.1.mpiP").write_text(report)
+    (tmp_path / "after" / "test_HPCCG.4.333.1.mpiP").write_text(report.replace("27750", "333"))
+    labels = perfkit.io.open.unique_labels(sorted(tmp_path.glob("*/*.mpiP")))
+    assert labels == ["test_HPCCG.4.222.1", "test_HPCCG.4.333.1", "test_HPCCG.4.111.1"]  # only the pid does
+    labels = perfkit.io.open.unique_labels([tmp_path / "after" / "test_HPCCG.4.222.1.mpiP",
+                                            tmp_path / "before" / "test_HPCCG.4.111.1.mpiP"])
+    assert labels == ["after/test_HPCCG.4", "before/test_HPCCG.4"]
