@@ -93,9 +93,10 @@ class Placement:
         )
 
     def write(self, fmt: str, path: str | PathLike | None = None, hosts: Sequence[str] | None = None, *,
-              overwrite: bool = True) -> str:
+              overwrite: bool = False) -> str:
         """Launch file text in ``fmt`` (see ``perfkit.placement.launch.FORMATS``); also written to ``path``,
-        atomically (a temporary beside it, renamed). ``overwrite=False`` refuses an existing ``path``."""
+        atomically (a temporary beside it, renamed). An existing ``path`` is replaced only with
+        ``overwrite=True`` (``FileExistsError`` otherwise, before anything is written)."""
         text = format_positions(
             self.node, self.core, self.topology, fmt, hosts=hosts if hosts is not None else self.topology.hosts or None
         )

@@ -36,6 +36,16 @@ def test_reads_mpt_command_line_and_files(tmp_path) -> None:
     assert np.array_equal(read_launch(tmp_path / "rankfile", "rankfile", TOPO).slot, EXAMPLE.slot)
 
 
+def test_an_existing_launch_file_is_replaced_only_when_asked(tmp_path) -> None:
+    path = tmp_path / "ranks"
+    path.write_text("precious\n")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        EXAMPLE.write("permutation", path)
+    assert path.read_text() == "precious\n"
+    EXAMPLE.write("permutation", path, overwrite=True)
+    assert path.read_text() == EXAMPLE.write("permutation")
+
+
 @pytest.mark.parametrize(
     ("fmt", "text", "message"),
     [
