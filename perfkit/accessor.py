@@ -1,7 +1,7 @@
 """The ``xr.Dataset.perf`` accessor: the friendly front door, thin delegation to perfkit functions.
 
-``import perfkit`` registers it; then ``ds.perf.imbalance()``, ``ds.perf.pop_metrics()``, ``ds.perf.diagnose()``,
-``ds.perf.whatif("perfect_network")``, ``ds.perf.scaling()``, ``ds.perf.fit_amdahl()``,
+``import perfkit`` registers it; then ``ds.perf.summary()``, ``ds.perf.imbalance()``, ``ds.perf.pop_metrics()``,
+``ds.perf.diagnose()``, ``ds.perf.whatif("perfect_network")``, ``ds.perf.scaling()``, ``ds.perf.fit_amdahl()``,
 ``ds.perf.place(topology)`` and ``ds.perf.validate()`` call the functions of the same name with the
 Dataset as first argument.
 """
@@ -20,6 +20,12 @@ class PerfAccessor:
 
     def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds
+
+    def summary(self) -> pd.DataFrame:
+        """One row per run: ranks, nodes, mode, elapsed and shares of time (``perfkit.summary.summary``)."""
+        from perfkit.summary import summary
+
+        return summary(self._ds)
 
     def imbalance(self, by: str = "function", metric: str = "time") -> xr.Dataset:
         """Imbalance statistics per run and group (``perfkit.analysis.imbalance.imbalance``)."""
