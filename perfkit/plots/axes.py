@@ -1,4 +1,5 @@
-"""Axis tickers that read well: labelled log ticks that never overlap, integer ticks for ranks.
+"""Axis tickers and labels that read well: labelled log ticks that never overlap, integer ticks for ranks,
+SI labels with the unit (``20 MB``, not ``2.000e+7``) and times in a unit that fits (``500 ms``, ``1.5 s``).
 
 Bokeh's own log ticker falls back to linear ticks below two decades (``1000 1500 2000`` crowded
 at the right end, no label under the first step) and labels only powers of ten above. Here a log
@@ -27,6 +28,34 @@ let value = tick, i = 0;
 while (Math.abs(value) >= 1000 && i < prefixes.length - 1) { value /= 1000; i += 1; }
 return Number(value.toPrecision(3)).toString() + prefixes[i];
 """
+
+
+#: Tick labels of a quantity with a unit: one SI prefix for the whole axis, chosen by its largest tick (``UNIT``
+#: is replaced by the unit), three significant digits.
+UNIT_JS = """
+const top = Math.max(...ticks.map(Math.abs));
+const prefixes = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""]];
+const [scale, prefix] = prefixes.find(([s]) => top >= s) || [1, ""];
+const value = Number((tick / scale).toPrecision(3));
+return value.toString() + " " + prefix + "UNIT";
+"""
+#: Tick labels of a time in seconds: one unit for the whole axis (µs, ms, s, min, h) chosen by its largest tick.
+TIME_JS = """
+const top = Math.max(...ticks.map(Math.abs));
+const units = [[7200, 3600, "h"], [120, 60, "min"], [1, 1, "s"], [1e-3, 1e-3, "ms"], [0, 1e-6, "µs"]];
+const [, scale, unit] = units.find(([at]) => top >= at) || units[2];
+return tick === 0 ? "0" : Number((tick / scale).toPrecision(3)).toString() + " " + unit;
+"""
+
+
+def unit_formatter(unit: str) -> CustomJSTickFormatter:
+    """Tick labels for values in ``unit``: seconds as ``ms``/``s``/``min``, bytes and others with an SI prefix
+    (``20 MB``); a count without a unit (``""`` or ``"1"``) as ``20 M`` (:func:`si_formatter`)."""
+    if unit in ("", "1"):
+        return si_formatter()
+    if unit == "s":
+        return CustomJSTickFormatter(code=TIME_JS)
+    return CustomJSTickFormatter(code=UNIT_JS.replace("UNIT", unit.replace('"', "")))
 
 
 def _positive(values: Iterable[float]) -> np.ndarray:

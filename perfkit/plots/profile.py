@@ -8,7 +8,8 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.analysis.cube import rank_totals
-from perfkit.plots.palette import colours
+from perfkit.plots.axes import unit_formatter
+from perfkit.plots.palette import KIND_COLOURS, colours
 
 #: Above this many ranks in view, ranks are binned (mean per bin) so the plot stays responsive.
 MAX_POINTS = 2000
@@ -31,15 +32,32 @@ def rank_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     return table
 
 
+#: Groups at the bottom of every stack, in this order: compute, then the kinds in their usual order.
+BOTTOM = ("Compute", *KIND_COLOURS)
+
+
+def band_order(ds: xr.Dataset, by: str = "function", metric: str = "time") -> list[str]:
+    """Every ``by`` group of ``ds`` in stack order, bottom first, the same for each run and rank range shown:
+    compute first (then the kinds in :data:`BOTTOM` order), the others by their total of ``metric`` over every
+    run and rank of ``ds``, largest first (ties by name)."""
+    totals = ds["profile"].sel(metric=metric).sum(("run", "rank"), skipna=True).transpose("function").values
+    frame = pd.DataFrame({"group": ds[by].values.astype(str), "total": np.asarray(totals, dtype=float)})
+    frame = frame.groupby("group", sort=False)["total"].sum().reset_index()
+    frame["pinned"] = frame["group"].map({name: i for i, name in enumerate(BOTTOM)}).fillna(len(BOTTOM))
+    frame = frame.sort_values(["pinned", "total", "group"], ascending=[True, False, True], kind="stable")
+    return frame["group"].tolist()
+
+
 def stacked_ranks(ds: xr.Dataset, run: str | None = None, *, by: str = "function", metric: str = "time",
                   ranks: tuple[int, int] | None = None, max_points: int = MAX_POINTS) -> hv.Overlay:
     """Stacked area of ``metric`` per rank, one band per ``by`` group (seconds for time).
 
-    Each group keeps its colour (:mod:`perfkit.plots.palette`); the plot fills its container's width.
+    Each group keeps its colour (:mod:`perfkit.plots.palette`) and its place in the stack (:func:`band_order`,
+    compute at the bottom); the plot fills its container's width.
     """
     run = run if run is not None else str(ds["run"].values[0])
     table = rank_table(ds, run, by=by, metric=metric, ranks=ranks, max_points=max_points).fillna(0.0)
-    order = table.sum().sort_values(ascending=False).index
+    order = [name for name in band_order(ds, by, metric) if name in table.columns]
     unit = str(ds["units"].sel(metric=metric).item())
     tints = colours(ds[by].values)
     areas = [hv.Area((table.index, table[col]), "rank", hv.Dimension(metric, unit=unit), label=str(col)).opts(
@@ -49,5 +67,5 @@ def stacked_ranks(ds: xr.Dataset, run: str | None = None, *, by: str = "function
     return hv.Area.stack(hv.Overlay(areas)).opts(
         hv.opts.Area(alpha=0.85, line_width=0, tools=["hover"]),
         hv.opts.Overlay(title=title, responsive=True, min_width=400, height=380, legend_position="right",
-                        show_grid=True),
+                        show_grid=True, yformatter=unit_formatter(unit)),
     )

@@ -15,8 +15,9 @@ import panel as pn
 import param
 import xarray as xr
 
+from perfkit.plots.axes import unit_formatter
 from perfkit.plots.palette import colours
-from perfkit.plots.profile import rank_table
+from perfkit.plots.profile import band_order, rank_table
 
 GROUPINGS = ("function", "call", "kind")
 #: Widget width of the selectors [px].
@@ -70,7 +71,8 @@ def rank_bounds(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
 
 
 def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
-    """The run, metric, grouping and rank widgets, wired to ``state`` (one update per action)."""
+    """The run, metric, grouping and rank widgets, wired to ``state`` (one update per action: the rank slider
+    sets the range when its handle is released, not on each value it passes while dragged)."""
     runs = [str(r) for r in ds["run"].values]
     bounds = state.bounds
     run_select = pn.widgets.Select(label="run", options=runs, value=state.run, width=WIDGET_WIDTH)
@@ -87,6 +89,8 @@ def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
         syncing.append(True)
         try:
             slider.param.update(start=lo, end=max(hi, lo + 1), value=(lo, hi))
+            with param.edit_constant(slider):  # a drag back to the last released range is a change again
+                slider.value_throttled = (lo, hi)
         finally:
             syncing.pop()
         state.param.update(run=event.new, ranks=(lo, hi), selected=None, selection_label="")
@@ -96,7 +100,7 @@ def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
             state.ranks = tuple(event.new)
 
     run_select.param.watch(on_run, "value")
-    slider.param.watch(on_ranks, "value")
+    slider.param.watch(on_ranks, "value_throttled")  # once per drag, on release
     metric_select.param.watch(lambda e: setattr(state, "metric", e.new), "value")
     by_select.param.watch(lambda e: setattr(state, "by", e.new), "value")
     return [pn.Row(run_select, metric_select, pn.Column(pn.pane.Markdown("group by"), by_select)), slider]
@@ -112,8 +116,12 @@ def rank_pane(ds: xr.Dataset, state: RankState, *overlays: hv.DynamicMap,
               stream: hv.streams.Params | None = None) -> pn.pane.HoloViews:
     """The per-rank view: a DynamicMap of :func:`rank_bands` following ``state`` (through ``stream``, a
     :func:`view_stream` of it shared with ``overlays``), under ``overlays``."""
+    orders: dict[tuple[str, str], list[str]] = {}
+
     def frame(run: str, metric: str, by: str, ranks: tuple[int, int]) -> hv.Polygons:
-        bands = rank_bands(ds, run, by=by, metric=metric, ranks=ranks)
+        if (by, metric) not in orders:
+            orders[by, metric] = band_order(ds, by, metric)
+        bands = rank_bands(ds, run, by=by, metric=metric, ranks=ranks, order=orders[by, metric])
         if overlays:  # in an overlay a label would be a second legend entry beside the groups': it is the title
             title = bands.label
             with param.edit_constant(bands):  # in place: a relabelled copy re-validates every polygon
@@ -128,14 +136,16 @@ def rank_pane(ds: xr.Dataset, state: RankState, *overlays: hv.DynamicMap,
 
 
 def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
-               ranks: tuple[int, int] | None = None) -> hv.Polygons:
+               ranks: tuple[int, int] | None = None, order: list[str] | None = None) -> hv.Polygons:
     """The stacked per-rank profile as one polygon per group (one glyph, so groups may change).
 
-    Same numbers as :func:`perfkit.plots.profile.stacked_ranks` (largest group at the bottom), same
-    colours (:mod:`perfkit.plots.palette`, one per name of ``ds[by]`` whatever the run or ranks shown).
+    Same numbers, stack order and colours as :func:`perfkit.plots.profile.stacked_ranks`: the groups in
+    ``order`` (:func:`perfkit.plots.profile.band_order` when None: compute at the bottom, the same for
+    every run and rank range), one colour per name of ``ds[by]`` (:mod:`perfkit.plots.palette`).
     """
     table = rank_table(ds, run, by=by, metric=metric, ranks=ranks).fillna(0.0)
-    table = table[table.sum().sort_values(ascending=False).index]
+    order = band_order(ds, by, metric) if order is None else order
+    table = table[[name for name in order if name in table.columns]]
     top = table.to_numpy().cumsum(axis=1)
     bottom = top - table.to_numpy()
     x = table.index.to_numpy(dtype=float)
@@ -148,5 +158,5 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=label).opts(
         color=by, cmap=colours(ds[by].values), line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
         legend_position="right", show_grid=True, framewise=True, responsive=True, height=420, padding=(0, 0.05),
-        title="{label}", ylabel=ylabel,
+        title="{label}", ylabel=ylabel, yformatter=unit_formatter(unit),
     )

@@ -12,6 +12,7 @@ from bokeh.models import ColumnDataSource
 import perfkit
 from perfkit.widgets.ranks import rank_bands, rank_bounds, rank_explorer
 from tests.helpers import ROOT
+from tests.widgets.sliders import drag
 
 hv.extension("bokeh")
 
@@ -49,7 +50,7 @@ def test_widgets_drive_the_plot_in_place(series):
     root = layout.get_root()
     sources = {id(s) for s in root.select({"type": ColumnDataSource})}
     assert drawn(root)[:2] == (0, 383)
-    widget(layout, pn.widgets.IntRangeSlider, "ranks").value = (20, 99)
+    drag(widget(layout, pn.widgets.IntRangeSlider, "ranks"), (20, 99))
     low, high, _ = drawn(root)
     assert (low, high) == (20, 99)
     widget(layout, pn.widgets.Select, "run").value = "48/slt"
@@ -60,3 +61,37 @@ def test_widgets_drive_the_plot_in_place(series):
     totals = series["profile"].sel(run="48/slt", metric="time").sum("function")
     assert top == pytest.approx(float(totals.max()))
     assert {id(s) for s in root.select({"type": ColumnDataSource})} == sources, "the plot was rebuilt"
+
+
+def test_a_drag_recomputes_once_on_release(series, monkeypatch):
+    import perfkit.widgets.ranks as ranks
+
+    calls: list[tuple[int, int]] = []
+    table = ranks.rank_table
+
+    def counted(*args, **kwargs):
+        calls.append(tuple(kwargs["ranks"]))
+        return table(*args, **kwargs)
+
+    monkeypatch.setattr(ranks, "rank_table", counted)
+    layout = rank_explorer(series, run="384/slt")
+    root = layout.get_root()
+    calls.clear()
+    slider = widget(layout, pn.widgets.IntRangeSlider, "ranks")
+    steps = [(0, 383 - k) for k in range(1, 200)]
+    for step in steps[:-1]:  # handle held: nothing recomputed, the plot unchanged
+        slider.value = step
+    assert calls == [] and drawn(root)[:2] == (0, 383)
+    drag(slider, *steps)
+    assert calls == [(0, 184)] and drawn(root)[:2] == (0, 184)
+
+
+def test_same_range_after_a_run_change_is_applied(series):
+    layout = rank_explorer(series, run="384/slt")
+    root = layout.get_root()
+    slider = widget(layout, pn.widgets.IntRangeSlider, "ranks")
+    drag(slider, (10, 40))
+    widget(layout, pn.widgets.Select, "run").value = "48/slt"
+    assert drawn(root)[:2] == (0, 47)
+    drag(slider, (10, 40))
+    assert drawn(root)[:2] == (10, 40)

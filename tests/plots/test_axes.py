@@ -1,0 +1,43 @@
+"""Tick labels with units, run as bokeh runs them: the formatter's JavaScript over a whole axis of ticks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from perfkit.plots.axes import unit_formatter
+
+NODE = shutil.which("node")
+
+
+def labels(unit: str, ticks: list[float]) -> list[str]:
+    """What ``unit_formatter(unit)`` labels ``ticks`` with, run by node as bokeh calls it (tick, index, ticks)."""
+    code = unit_formatter(unit).code
+    script = (f"const f = (tick, index, ticks) => {{ {code} }};\n"
+              f"const ticks = {json.dumps(ticks)};\n"
+              "console.log(JSON.stringify(ticks.map((t, i) => f(t, i, ticks))));")
+    return json.loads(subprocess.run([NODE, "-e", script], capture_output=True, text=True, check=True).stdout)
+
+
+pytestmark = pytest.mark.skipif(NODE is None, reason="node (to run the formatters' JavaScript) is not installed")
+
+
+def test_bytes_read_with_one_prefix_per_axis():
+    assert labels("B", [0, 5e6, 1e7, 1.5e7, 2e7]) == ["0 MB", "5 MB", "10 MB", "15 MB", "20 MB"]
+    assert labels("B", [0, 500, 1000]) == ["0 kB", "0.5 kB", "1 kB"]
+    assert labels("B", [0, 200, 400]) == ["0 B", "200 B", "400 B"]
+    assert labels("B", [2.5e9]) == ["2.5 GB"]
+
+
+def test_times_in_a_unit_that_fits():
+    assert labels("s", [0, 0.25, 0.5, 0.75]) == ["0", "250 ms", "500 ms", "750 ms"]
+    assert labels("s", [0, 5, 10, 15, 20]) == ["0", "5 s", "10 s", "15 s", "20 s"]
+    assert labels("s", [0, 2e-5, 4e-5]) == ["0", "20 µs", "40 µs"]
+    assert labels("s", [0, 600, 1200]) == ["0", "10 min", "20 min"]
+
+
+def test_counts_without_unit():
+    assert labels("1", [0, 2e7]) == ["0", "20 M"]

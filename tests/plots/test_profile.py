@@ -1,0 +1,51 @@
+"""Stack order of the per-rank bands: compute at the bottom and the same order for every run and rank range."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import pytest
+import xarray as xr
+
+import perfkit
+from perfkit.model import combine_runs, make_run
+from perfkit.plots.profile import band_order, stacked_ranks
+from perfkit.widgets.ranks import rank_bands
+from tests.helpers import ROOT
+
+hv.extension("bokeh")
+
+
+@pytest.fixture(scope="module")
+def series() -> xr.Dataset:
+    return perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("384", "2048")])
+
+
+def test_compute_at_the_bottom_then_largest_total_first():
+    values = np.zeros((4, 3, 6))
+    values[:, 0, 0], values[:, 1, 0], values[:, 2, 0] = 1.0, 5.0, 3.0  # compute smallest, MPI_Recv largest
+    ds = make_run(values, ranks=range(4), functions=["Compute", "MPI_Recv", "MPI_Send"], run={"label": "a"})
+    assert band_order(ds) == ["Compute", "MPI_Recv", "MPI_Send"]
+    assert band_order(ds, "kind")[0] == "compute"
+
+
+def test_the_same_order_in_every_run_and_range(series):
+    order = band_order(series)
+    assert order[0] == "Compute"
+    drawn = [[p["function"].iloc[0] for p in rank_bands(series, run, ranks=ranks).split(datatype="dataframe")]
+             for run in map(str, series["run"].values) for ranks in (None, (0, 40))]
+    for bands in drawn:
+        assert bands == [name for name in order if name in bands]
+    for run in map(str, series["run"].values):
+        areas = [area.label for area in stacked_ranks(series, run)]
+        assert areas == [name for name in order if name in areas]
+
+
+def test_order_does_not_depend_on_which_runs_come_first():
+    def run(label: str, scale: float) -> xr.Dataset:
+        values = np.zeros((3, 2, 6))
+        values[:, 0, 0], values[:, 1, 0] = 1.0 * scale, 2.0
+        return make_run(values, ranks=range(3), functions=["Compute", "MPI_Wait"], run={"label": label})
+
+    one, two = run("a", 1.0), run("b", 10.0)
+    assert band_order(combine_runs([one, two])) == band_order(combine_runs([two, one])) == ["Compute", "MPI_Wait"]
