@@ -161,7 +161,9 @@ def _traffic(mat: np.ndarray, nranks: int) -> Any:
     values = mat[:, 4:8]
     nq = len(quantities)
     coords = np.stack([np.repeat(sender, nq), np.repeat(receiver, nq), np.tile(np.arange(nq), len(mat))])
-    out = sparse.COO(coords, values.ravel(), shape=(nranks, nranks, nq), fill_value=0.0, prune=True)
+    keep = values.ravel() != 0  # one record per (receiver, sender): no duplicates to sum
+    out = sparse.COO(coords[:, keep], values.ravel()[keep], shape=(nranks, nranks, nq), fill_value=0.0,
+                     has_duplicates=False)
     return out.todense() if dense_traffic(nranks, out.nnz) else out
 
 
