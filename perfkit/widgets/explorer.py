@@ -5,7 +5,9 @@ per-rank profile, the scaling views (two or more runs with known ``nprocs``), th
 (coloured table, and across the series), imbalance findings and, when the Dataset has ``traffic``,
 a sender x receiver heatmap and the placement tab (given a measured re-run, its prediction against
 the re-run: ``rerun=`` or a run labelled with the strategy's name, see
-:mod:`perfkit.widgets.placement`). The same layout works in a notebook, in Voila and under
+:mod:`perfkit.widgets.placement`), and when two runs hold the same ranks (or with ``rerun=``) run A
+against run B (:mod:`perfkit.widgets.compare`). Findings select the ranks they name
+(:mod:`perfkit.widgets.findings`). The same layout works in a notebook, in Voila and under
 ``panel serve`` (see :mod:`perfkit.widgets.explorer_app`).
 
 Ranks are selected by box or lasso in the per-rank plot, by node, or as the slow ranks or the
@@ -33,13 +35,16 @@ import param
 import sparse
 import xarray as xr
 
+from perfkit import text as fmt
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
 from perfkit.model import TRAFFIC_DIMS
 from perfkit.plots.pop import pop_plot, pop_styler
 from perfkit.plots.traffic import style_heatmap
-from perfkit.widgets.ranks import WIDGET_WIDTH, rank_controls, rank_pane, rank_state, view_stream
+from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
+from perfkit.widgets.findings import findings_list
+from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_pane, rank_state, view_stream
 from perfkit.widgets.scaling import scaling_panel
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
 
@@ -70,9 +75,14 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     series = _once(lambda: efficiency_view(profiles, pop()))
     _add_tab(tabs, "efficiency",
              lambda run, rr, sel: efficiency_tab(profiles, run, in_view(run, rr, sel), pop(), series()), *in_state)
-    _add_tab(tabs, "findings", lambda run, rr, sel, by, metric: findings_view(profiles, run, by, metric,
-                                                                               ranks=in_view(run, rr, sel)),
+    _add_tab(tabs, "findings", lambda run, rr, sel, by, metric: findings_view(
+        profiles, run, by, metric, ranks=in_view(run, rr, sel), state=state),
              *in_state, state.param.by, state.param.metric)
+    compared = with_rerun(profiles, rerun)
+    if has_comparison(compared):
+        run_a, run_b = compare_controls(compared, state)
+        _add_tab(tabs, "compare", lambda a, b, by, metric: compare_view(compared, a, b, by=by, metric=metric),
+                 run_a, run_b, state.param.by, state.param.metric, header=pn.Row(run_a, run_b))
     if "traffic" in ds:
         quantity = pn.widgets.Select(label="quantity", options=[str(q) for q in ds["quantity"].values],
                                      value=str(ds["quantity"].values[0]), width=WIDGET_WIDTH)
@@ -134,20 +144,24 @@ def subset_pop(ds: xr.Dataset) -> xr.Dataset:
 
 
 def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = "time",
-                  ranks: np.ndarray | None = None) -> pn.Column:
-    """Findings of :func:`perfkit.diagnose` for ``run`` (largest first), then the imbalance of ``metric`` per group.
+                  ranks: np.ndarray | None = None, state: RankState | None = None) -> pn.Column:
+    """Findings of :func:`perfkit.diagnose` for ``run`` (largest first, :func:`perfkit.widgets.findings.findings_list`:
+    with ``state``, each selects the ranks it names), then the imbalance of ``metric`` per group.
 
     Both on ``ranks`` only when given (the ranks in view), else on every rank of the run.
     """
-    where = "every rank" if ranks is None else f"{ranks.size} ranks in view ({describe_ranks(ranks)})"
+    where = "every rank" if ranks is None else f"{fmt.plural(ranks.size, 'rank')} in view ({describe_ranks(ranks)})"
     if ranks is not None:
         if ranks.size == 0:
             return pn.Column(pn.pane.Markdown(f"Findings for {run}: no rank in view (range and selection)."))
         ds = ds.sel(rank=ranks)
     findings = pd.DataFrame(diagnose(ds, run=run))
+    unit = str(ds["units"].sel(metric=metric).item())
     note = f"Imbalance of {metric} per {by} across the ranks in view of {run} (largest max - mean first)."
-    return pn.Column(*_table(f"Findings for {run} on {where} (`perfkit.diagnose`).", findings),
-                     *_table(note, imbalance_table(ds, run, by=by, metric=metric)), sizing_mode="stretch_width")
+    return pn.Column(pn.pane.Markdown(f"Findings for {run} on {where} (`perfkit.diagnose`), most time at stake "
+                                      "first; open one for its details."), findings_list(ds, findings, state),
+                     *_table(note, readable_imbalance(imbalance_table(ds, run, by=by, metric=metric), unit)),
+                     sizing_mode="stretch_width")
 
 
 def imbalance_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time") -> pd.DataFrame:
@@ -162,14 +176,27 @@ def imbalance_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: s
     return frame.sort_values("max_minus_mean", ascending=False).rename_axis(by).reset_index()
 
 
+def readable_imbalance(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
+    """:func:`imbalance_table` in words (:mod:`perfkit.text`): values in ``unit`` (``s``: a time unit that fits,
+    ``B``: SI bytes, else counts), max / mean as a ratio."""
+    value = {"s": fmt.seconds, "B": fmt.nbytes}.get(unit, fmt.number)
+    shown = frame.copy()
+    for column in ("max", "mean", "max_minus_mean"):
+        shown[column] = frame[column].map(value)
+    shown["max_over_mean"] = frame["max_over_mean"].map(fmt.ratio)
+    shown["rank_of_max"] = frame["rank_of_max"].map(fmt.count)
+    shown = shown[[frame.columns[0], "max", "mean", "rank_of_max", "max_over_mean", "max_minus_mean"]]
+    return shown.rename(columns={"max_minus_mean": "max - mean", "max_over_mean": "max / mean",
+                                 "rank_of_max": "rank of max"})
+
+
 #: Table cells left-aligned and at the top, long text wrapped.
 TABLE_CSS = ".panel-df th { text-align: left; vertical-align: bottom; } .panel-df td { vertical-align: top; }"
 
 
 def _table(note: str, frame: pd.DataFrame) -> tuple[pn.pane.Markdown, pn.pane.DataFrame]:
-    return pn.pane.Markdown(note), pn.pane.DataFrame(frame, index=False, float_format="{:.4g}".format,
-                                                     justify="left", text_align="start", stylesheets=[TABLE_CSS],
-                                                     sizing_mode="stretch_width")
+    return pn.pane.Markdown(note), pn.pane.DataFrame(frame, index=False, justify="left", text_align="start",
+                                                     stylesheets=[TABLE_CSS], sizing_mode="stretch_width")
 
 
 def traffic_view(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int] | None = None,
@@ -258,7 +285,7 @@ def _add_tab(tabs: pn.Tabs, name: str, view: Callable[..., Any], *deps: Any, hea
         return view(*values)
 
     body = pn.panel(pn.bind(render, tabs.param.active, *deps), lazy=True, loading_indicator=True)
-    tabs.append((name, pn.Column(header, body) if header is not None else body))
+    tabs.append((name, pn.Column(header, body, sizing_mode="stretch_width") if header is not None else body))
 
 
 def _once(build: Callable[[], Any]) -> Callable[[], Any]:

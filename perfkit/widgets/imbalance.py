@@ -1,7 +1,8 @@
 """A panel explorer of imbalance: run, rank range and grouping selectors over the imbalance plots.
 
 The per-rank stacked view is ``perfkit.widgets.ranks.rank_explorer``; this adds the imbalance
-statistics of the chosen ranks, the per-rank compute curve and the findings table.
+statistics of the chosen ranks, the per-rank compute curve and the findings
+(:func:`perfkit.widgets.findings.findings_list`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import xarray as xr
 
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance, rank_values
-from perfkit.plots.imbalance import findings_table, imbalance_bars, rank_curve
+from perfkit.plots.imbalance import imbalance_bars, rank_curve
+from perfkit.widgets.findings import findings_list
 from perfkit.widgets.ranks import GROUPINGS, rank_explorer
 
 STATS = ("imbalance_time", "load_balance", "percent_imbalance", "max_over_mean")
@@ -37,9 +39,8 @@ def imbalance_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Tabs:
                                             value=(int(ranks.min()), int(ranks.max())), step=1,
                                             tooltips=False)
     view = pn.bind(lambda r, b, s, rr: imbalance_view(ds, r, b, s, rr), run_select, by_select, stat_select,
-                   rank_slider)
-    findings = pn.bind(lambda r: pn.pane.HTML(findings_table(diagnose(ds, run=r)).to_html(),
-                                              sizing_mode="stretch_width"), run_select)
+                   rank_slider.param.value_throttled)
+    findings = pn.bind(lambda r: findings_list(ds, diagnose(ds, run=r)), run_select)
     controls = pn.Column(pn.Row(run_select, stat_select, by_select), rank_slider)
     return pn.Tabs(("imbalance", pn.Column(controls, view, sizing_mode="stretch_width")),
                    ("per rank", rank_explorer(ds, run)),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import holoviews as hv
 import numpy as np
-import pandas as pd
 import panel as pn
 import pytest
 import sparse
@@ -12,9 +11,11 @@ import xarray as xr
 from bokeh.models import ColumnDataSource, Title
 
 import perfkit
+from perfkit import text as fmt
 from perfkit.model import make_run
 from perfkit.widgets.explorer import block_sum, explore, findings_view, imbalance_table, traffic_view
 from tests.helpers import ROOT, small_run
+from tests.widgets.sliders import drag
 
 hv.extension("bokeh")
 
@@ -61,7 +62,7 @@ def test_callbacks_reach_the_plot(series):
     layout = explore(series, run="2048/slt")
     root = layout.get_root()
     assert drawn_ranks(root) == (0, 2046)  # 2,048 ranks > MAX_POINTS: pairs of ranks, drawn at the first
-    widget(layout, pn.widgets.IntRangeSlider, "ranks").value = (100, 899)
+    drag(widget(layout, pn.widgets.IntRangeSlider, "ranks"), (100, 899))
     low, high = drawn_ranks(root)
     assert 100 <= low < 110 and 890 < high <= 899
 
@@ -109,11 +110,15 @@ def test_block_sum():
     assert cells[0, 0] == 1 and cells[3, 0] == 2 and cells[3, 3] == 3 and cells.sum() == 6
 
 
-def test_findings_show_a_table(series):
+def test_findings_show_rows_then_the_imbalance_in_words(series):
     profiles = series.drop_vars("traffic")
-    findings, table = (pane.object for pane in findings_view(profiles, "96/slt", by="kind").select(pn.pane.DataFrame))
-    pd.testing.assert_frame_equal(findings, pd.DataFrame(perfkit.diagnose(profiles, run="96/slt")))
+    view = findings_view(profiles, "96/slt", by="kind")
+    assert len(view.select(pn.layout.Card)) == len(perfkit.diagnose(profiles, run="96/slt"))
+    (table,) = (pane.object for pane in view.select(pn.pane.DataFrame))
     assert set(table["kind"]) <= set(perfkit.KINDS)
+    numbers = imbalance_table(profiles, "96/slt", by="kind")
+    assert table["max"].tolist() == [fmt.seconds(v) for v in numbers["max"]]
+    assert not any(fmt.unreadable(str(v)) for v in table.to_numpy().ravel())
 
 
 def test_imbalance_table_is_the_imbalance_of_the_run():
@@ -135,14 +140,14 @@ def test_hidden_tabs_compute_nothing(series, monkeypatch):
                         lambda ds, *args, **kw: calls.append(args) or pn.pane.Markdown("findings"))
     layout = explore(series)
     layout.get_root()
-    widget(layout, pn.widgets.IntRangeSlider, "ranks").value = (5, 20)
+    drag(widget(layout, pn.widgets.IntRangeSlider, "ranks"), (5, 20))
     widget(layout, pn.widgets.Select, "run").value = "96/slt"
     assert calls == []
     tabs = layout.select(pn.Tabs)[0]
     tabs.active = tab_names(layout).index("traffic")
     assert calls == [("96/slt", "bytes", (0, 95))]
     tabs.active = 0
-    widget(layout, pn.widgets.IntRangeSlider, "ranks").value = (10, 30)
+    drag(widget(layout, pn.widgets.IntRangeSlider, "ranks"), (10, 30))
     assert len(calls) == 1
     tabs.active = tab_names(layout).index("traffic")
     assert calls[-1] == ("96/slt", "bytes", (10, 30))

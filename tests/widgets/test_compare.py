@@ -1,0 +1,81 @@
+"""Run against run: a placement's before and after runs (bundled) and synthetic runs of known difference."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+import pytest
+import xarray as xr
+
+import perfkit
+from perfkit.model import make_run
+from perfkit.widgets.compare import comparable_pairs, compare_view, default_pair, difference, summary, with_rerun
+from perfkit.widgets.explorer import explore
+from tests.helpers import ROOT
+
+hv.extension("bokeh")
+
+CLUSTER = ROOT / "data" / "cluster" / "stencil2d-shuffled"
+
+
+@pytest.fixture(scope="module")
+def placed() -> xr.Dataset:
+    return perfkit.open_runs([CLUSTER / f"{name}.mpinside" for name in ("before", "round_robin", "scotch")])
+
+
+def synthetic(label: str, compute: np.ndarray, wait: np.ndarray) -> xr.Dataset:
+    """A run whose ranks compute ``compute`` [s] and wait in MPI_Recv ``wait`` [s]."""
+    values = np.zeros((compute.size, 2, 6))
+    values[:, 0, 0], values[:, 1, 0] = compute, wait
+    return make_run(values, ranks=range(compute.size), functions=["Compute", "MPI_Recv"],
+                    run={"label": label, "nprocs": compute.size})
+
+
+def test_synthetic_difference_is_exact():
+    rng = np.random.default_rng(3)
+    ca, wa, cb, wb = rng.uniform(1, 2, (4, 12))
+    ds = perfkit.model.combine_runs([synthetic("a", ca, wa), synthetic("b", cb, wb)])
+    groups, ranks = difference(ds, "a", "b")
+    assert groups.loc["Compute", "A - B"] == pytest.approx(ca.mean() - cb.mean())
+    assert groups.loc["MPI_Recv", "A - B"] == pytest.approx(wa.mean() - wb.mean())
+    np.testing.assert_allclose(ranks["A - B"].to_numpy(), (ca + wa) - (cb + wb))
+    table = summary(ranks, "s").set_index("")
+    change = ((ca + wa).sum() - (cb + wb).sum()) / (cb + wb).sum()
+    assert table.loc["sum over ranks", "A - B [% of B]"] == perfkit.text.percent(change, signed=True)
+    assert table.loc["mean per rank", "A"] == perfkit.text.seconds((ca + wa).mean())
+
+
+def test_runs_of_other_ranks_are_not_compared():
+    ds = perfkit.model.combine_runs([synthetic("a", np.ones(8), np.ones(8)), synthetic("b", np.ones(4), np.ones(4))])
+    assert comparable_pairs(ds) == []
+    assert "compare" not in explore(ds).select(pn.Tabs)[0]._names
+    assert "same ranks" in compare_view(ds, "a", "b").objects[0].object
+
+
+def test_placement_before_against_its_rerun(placed):
+    assert default_pair(placed) == ("before", "round_robin")  # the first re-run of the folder
+    _, ranks = difference(placed, "before", "scotch")
+    time = placed["profile"].sel(metric="time").sum("function")
+    expected = (time.sel(run="before") - time.sel(run="scotch")).to_series()
+    np.testing.assert_allclose(ranks["A - B"].to_numpy(), expected.loc[ranks.index].to_numpy())
+    view = compare_view(placed, "before", "scotch")
+    bars, spikes = (pane.object for pane in view.select(pn.pane.HoloViews))
+    assert set(bars.data["function"]) <= set(map(str, placed["function"].values))
+    assert spikes.get(0).data["rank"].tolist() == ranks.index.tolist()
+
+
+def test_explore_compares_with_a_rerun_and_follows_grouping(placed):
+    before = placed.sel(run=["before"])
+    layout = explore(before, rerun=placed.sel(run=["scotch"]))
+    tabs = layout.select(pn.Tabs)[0]
+    assert "compare" in tabs._names
+    tabs.active = tabs._names.index("compare")
+    layout.get_root()
+    a, b = (w for w in layout.select(pn.widgets.Select) if w.label in ("run A", "run B"))
+    assert (a.value, b.value) == ("before", "scotch")
+    by = next(w for w in layout.select(pn.widgets.RadioButtonGroup) if w.label == "group by")
+    by.value = "kind"
+    bars = next(p.object for p in tabs[tabs.active].select(pn.pane.HoloViews))
+    assert set(bars.data["kind"]) <= set(perfkit.KINDS)
+    assert with_rerun(before, None).sizes["run"] == 1
