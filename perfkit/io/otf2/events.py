@@ -25,6 +25,7 @@ import numpy as np
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.otf2 import layout as b
 from perfkit.io.otf2.definitions import EXPECTED, Definitions, region_kinds
+from perfkit.io.otf2.heap import give_back
 from perfkit.io.otf2.timeline import NONE, Bins
 from perfkit.model import KINDS
 
@@ -75,10 +76,6 @@ class RankEvents:
     unbalanced: int = 0
     unmapped: int = 0
     computed: int = 0
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The record tables by name: ``inst``, ``send``, ``recv``, ``coll``."""
-        return {"inst": self.inst, "send": self.send, "recv": self.recv, "coll": self.coll}
 
 
 class RankReducer:
@@ -356,12 +353,17 @@ def stream_ranks(trace: Any, defs: Definitions, bins: Bins | None = None,
                     if def_reader:
                         _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
                         _otf2.Reader_CloseDefReader(handle, def_reader)
+                batches = 0
                 for rows in read_batches(handle, ref, callbacks, batch or BATCH):
                     reducer.add(rows)
+                    batches += 1
             except (_otf2.Error, EventsError) as exc:
                 raise PerfkitFormatError(defs.path, None, f"cannot read the events of rank {defs.world[ref]} "
                                          f"({exc}); expected a complete {member}", member=member) from exc
-            yield reducer.finish()
+            events = reducer.finish()
+            if batches > 1:  # the batches' temporaries: back to the system, not kept for the records
+                give_back()
+            yield events
         if local_defs:
             _otf2.Reader_CloseDefFiles(handle)
     finally:

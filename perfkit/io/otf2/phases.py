@@ -20,9 +20,10 @@ from perfkit.io.otf2.waits import Records, Waits
 STATS = ("start", "compute_max", "compute_mean", "late_rank", "wait_mean")
 
 
-def phase_table(rec: Records, waits: Waits, call_of_inst: np.ndarray, nranks: int, start: int,
+def phase_table(rec: Records, waits: Waits, call_of_region: dict[int, str], nranks: int, start: int,
                 resolution: int) -> tuple[list[str], np.ndarray]:
-    """Phase labels and their (phase, ``STATS``) values; ``call_of_inst``: the call name of every instance."""
+    """Phase labels and their (phase, ``STATS``) values; ``call_of_region``: the call name of each region
+    reference."""
     sync = np.zeros(rec.inst_rank.size, dtype=bool)
     sync[rec.recv_inst] = True
     sync[rec.coll_inst] = True
@@ -37,14 +38,14 @@ def phase_table(rec: Records, waits: Waits, call_of_inst: np.ndarray, nranks: in
     table = idx[first[:, None] + np.arange(n)[None, :]]  # (rank, phase) instance ids
     before = rec.inst_compute[table]
     compute = np.diff(before, axis=1, prepend=0) / resolution
-    wait = (waits.late_sender + waits.late_receiver + waits.collective)[table] / resolution
+    wait = (waits.late_sender[table] + waits.late_receiver[table] + waits.collective[table]) / resolution
     top, mean = compute.max(axis=0), compute.mean(axis=0)
     late = np.where(top - compute.min(axis=0) > 0, compute.argmax(axis=0), np.nan)
     begin = (rec.inst_enter[table].min(axis=0) - start) / resolution
     values = np.stack([begin, top, mean, late, wait.mean(axis=0)], axis=1)
     seen: dict[str, int] = {}
     labels = []
-    for call in call_of_inst[table[0]].tolist():
+    for call in (call_of_region[ref] for ref in rec.inst_region[table[0]].tolist()):
         labels.append(f"{call}#{seen.get(call, 0)}")
         seen[call] = seen.get(call, 0) + 1
     return labels, values

@@ -17,6 +17,8 @@ between synchronising calls (``perfkit.io.otf2.phases``).
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterator
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ import xarray as xr
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.otf2.definitions import EXPECTED, Definitions, function_of, read_definitions, region_kinds
 from perfkit.io.otf2.events import RankEvents, stream_ranks
+from perfkit.io.otf2.heap import give_back
 from perfkit.io.otf2.phases import STATS as PHASE_STATS
 from perfkit.io.otf2.phases import phase_table
 from perfkit.io.otf2.replay import ideal_runtime
@@ -39,6 +42,10 @@ READER = "perfkit.io.otf2"
 WAIT_ROWS = {"late_sender": ("w_", "wait_late_sender"), "late_receiver": ("r_", "wait_late_receiver"),
              "collective": ("b_", "wait_collective")}
 ANCHOR_MAGIC = b"OTF2"
+#: Messages per pass of the analyses after reading (their temporaries are a few arrays of this length).
+CHUNK = 1 << 18
+#: Bytes of the ranks' tables freed between two returns of freed memory to the system (``heap.give_back``).
+TRIM_BYTES = 32 << 20
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -97,35 +104,40 @@ def _anchor(path: Path) -> Path:
     return path
 
 
+#: The ``Records`` field of each column of the ranks' tables (``RankEvents``; None: not kept).
+_FIELDS = {"inst": ("region", "enter", "leave", "compute"),
+           "send": ("peer", "comm", "tag", "bytes", "inst", "nonblocking"),
+           "recv": ("peer", "comm", "tag", "bytes", "inst", "post", "seq"),
+           "coll": ("comm", "op", "root", None, None, "inst")}
+
+
 def records(ranks: list[RankEvents]) -> Records:
-    """The records of every rank concatenated, with instance ids made global (the ranks' own tables are
-    emptied)."""
-    tables = [r.arrays() for r in ranks]
-    offsets = np.cumsum([0] + [t["inst"].shape[0] for t in tables])
-    inst = np.concatenate([t["inst"] for t in tables])
-    inst_rank = np.concatenate([np.full(t["inst"].shape[0], r.rank) for r, t in zip(ranks, tables)])
+    """The records of every rank in one column per field, with instance ids made global.
 
-    def stacked(name: str, inst_col: int) -> tuple[np.ndarray, np.ndarray]:
-        rows = np.concatenate([t[name] for t in tables])
-        owner = np.concatenate([np.full(t[name].shape[0], r.rank) for r, t in zip(ranks, tables)])
-        shift = np.concatenate([np.full(t[name].shape[0], off) for t, off in zip(tables, offsets)])
-        rows[:, inst_col] += shift.astype(np.int64)
-        return rows, owner.astype(np.int64)
-
-    send, send_rank = stacked("send", 4)
-    recv, recv_rank = stacked("recv", 4)
-    coll, coll_rank = stacked("coll", 5)
-    for r in ranks:  # the rows live on in the result only
-        r.inst, r.send, r.recv, r.coll = (np.zeros((0, width), dtype=np.int64) for width in (4, 6, 7, 6))
-    return Records(
-        inst_rank=inst_rank.astype(np.int64), inst_region=inst[:, 0], inst_enter=inst[:, 1], inst_leave=inst[:, 2],
-        inst_compute=inst[:, 3],
-        send_rank=send_rank, send_peer=send[:, 0], send_comm=send[:, 1], send_tag=send[:, 2], send_bytes=send[:, 3],
-        send_inst=send[:, 4], send_nonblocking=send[:, 5],
-        recv_rank=recv_rank, recv_peer=recv[:, 0], recv_comm=recv[:, 1], recv_tag=recv[:, 2], recv_bytes=recv[:, 3],
-        recv_inst=recv[:, 4], recv_post=recv[:, 5], recv_seq=recv[:, 6],
-        coll_rank=coll_rank, coll_comm=coll[:, 0], coll_op=coll[:, 1], coll_root=coll[:, 2], coll_inst=coll[:, 5],
-    )
+    Each column is allocated once and filled rank by rank; a rank's own tables are emptied as soon
+    as they are copied, so the records are never held twice.
+    """
+    starts = {table: np.concatenate([[0], np.cumsum([getattr(r, table).shape[0] for r in ranks])]).astype(np.int64)
+              for table in _FIELDS}
+    columns = {f"{table}_{name}": np.empty(int(starts[table][-1]), dtype=np.int64)
+               for table, names in _FIELDS.items() for name in (*names, "rank") if name}
+    freed = 0  # bytes of the ranks' tables freed since memory was last given back
+    for i, r in enumerate(ranks):
+        freed += sum(getattr(r, table).nbytes for table in _FIELDS)
+        for table, names in _FIELDS.items():
+            rows, lo, hi = getattr(r, table), starts[table][i], starts[table][i + 1]
+            for j, name in enumerate(names):
+                if name:
+                    columns[f"{table}_{name}"][lo:hi] = rows[:, j]
+            columns[f"{table}_rank"][lo:hi] = r.rank
+            if table != "inst":
+                columns[f"{table}_inst"][lo:hi] += starts["inst"][i]
+            setattr(r, table, np.zeros((0, len(names)), dtype=np.int64))  # the rows live on in the result only
+        if freed > TRIM_BYTES:
+            give_back()
+            freed = 0
+    give_back()
+    return Records(**columns)
 
 
 def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, Any], timeline: Bins | None = None,
@@ -135,6 +147,11 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
     warnings = list(defs.warnings)
     rec = records(ranks)
     waits = compute_waits(rec, defs.regions, defs.comm_ranks, defs.nranks)
+    give_back()  # the matching's temporaries
+    computed = np.zeros(defs.nranks, dtype=np.int64)
+    computed[[r.rank for r in ranks]] = [r.computed for r in ranks]
+    ideal = ideal_runtime(rec, waits, computed, defs.comm_ranks) / defs.resolution
+    give_back()  # the replay's graph
     warnings += waits.warnings
     for r in ranks:
         if r.unbalanced:
@@ -148,19 +165,15 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
     ds = make_run(profile, ranks=range(defs.nranks), functions=functions, calls=[c for _, c, _ in rows],
                   kinds=[k for _, _, k in rows], metrics=METRICS, run=_run(defs, ranks, run_metadata),
                   traffic=_traffic(defs, rec, waits), sizes=sizes, size_bins=bins, warnings=warnings, reader=READER)
+    give_back()  # the sizes' and traffic's temporaries
     seconds = waits.states / defs.resolution
     ds["wait_states"] = (("run", "rank", "state"), seconds[np.newaxis], {"units": "s"})
-    computed = np.zeros(defs.nranks, dtype=np.int64)
-    computed[[r.rank for r in ranks]] = [r.computed for r in ranks]
-    ideal = ideal_runtime(rec, waits, computed, defs.comm_ranks) / defs.resolution
     ds["replay_elapsed"] = ("run", [ideal], {"units": "s", "description": "runtime of the trace replayed on an "
                                              "ideal network (perfkit.io.otf2.replay)"})
     ds = ds.assign_coords(state=list(STATES))
     ds.attrs["otf2_timer_resolution"] = defs.resolution
-    names = {ref: function_of(name) for ref, name in defs.regions.items()}
-    refs, where = np.unique(rec.inst_region, return_inverse=True)
-    calls = np.array([names.get(int(ref), COMPUTE) for ref in refs], dtype=object)[where]
-    labels, values = phase_table(rec, waits, calls, defs.nranks, defs.start, defs.resolution)
+    names = defaultdict(lambda: COMPUTE, {ref: function_of(name) for ref, name in defs.regions.items()})
+    labels, values = phase_table(rec, waits, names, defs.nranks, defs.start, defs.resolution)
     if labels:
         ds["phases"] = (("run", "phase", "phase_stat"), values[np.newaxis],
                         {"description": "per phase: start [s], most and mean compute over ranks [s], the rank "
@@ -178,14 +191,17 @@ def _with_timeline(ds: xr.Dataset, defs: Definitions, bins: Bins, rec: Records, 
     """
     lookup = np.full(max([*kinds, int(rec.inst_region.max(initial=0))]) + 2, NONE, dtype=np.int64)
     lookup[list(kinds)] = list(kinds.values())
-    own = lookup[rec.inst_region]  # an event outside any region (-1) reads the last entry, NONE
-    mpi = (own >= 0) & (own != KINDS.index("compute"))
     for state, (_, kind) in WAIT_ROWS.items():
         ticks = getattr(waits, state)
-        hit = mpi & (ticks > 0)
-        enter, end = rec.inst_enter[hit], rec.inst_enter[hit] + ticks[hit]
-        bins.add(rec.inst_rank[hit], enter, end, own[hit], sign=-1)
-        bins.add(rec.inst_rank[hit], enter, end, KINDS.index(kind))
+        for part in _chunks(ticks.size):
+            hit = part.start + np.flatnonzero(ticks[part] > 0)
+            own = lookup[rec.inst_region[hit]]  # an event outside any region (-1) reads the last entry, NONE
+            mpi = (own >= 0) & (own != KINDS.index("compute"))
+            hit, own = hit[mpi], own[mpi]
+            enter = rec.inst_enter[hit]
+            end = enter + ticks[hit]
+            bins.add(rec.inst_rank[hit], enter, end, own, sign=-1)
+            bins.add(rec.inst_rank[hit], enter, end, KINDS.index(kind))
     width = bins.width / defs.resolution
     ds["timeline"] = (("run", "rank", "time_bin", "timeline_kind"), bins.ticks[np.newaxis] / defs.resolution,
                       {"units": "s", "description": "seconds of each kind per rank and time bin"})
@@ -235,14 +251,17 @@ def _profile(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Wa
             for ref, value in getattr(r, attr).items():
                 out[r.rank, index[function_of(defs.regions.get(ref, ""))], col[metric]] += value
     out[:, index[COMPUTE], col["calls"]] = np.nan
-    inst_fn = _row_of_region(defs, index, rec.inst_region)
     for state, (prefix, _) in WAIT_ROWS.items():
         ticks = getattr(waits, state)
+        hit = np.flatnonzero(ticks > 0)
+        inst_fn = _row_of_region(defs, index, rec.inst_region[hit])
         wait_fn = np.array([index.get(prefix + rows[f][1], -1) for f in range(len(rows))])[inst_fn]
-        hit = (ticks > 0) & (wait_fn >= 0)
-        np.add.at(out[..., col["time"]], (rec.inst_rank[hit], wait_fn[hit]), ticks[hit])
-        np.add.at(out[..., col["time"]], (rec.inst_rank[hit], inst_fn[hit]), -ticks[hit])
-        np.add.at(out[..., col["calls"]], (rec.inst_rank[hit], wait_fn[hit]), 1)
+        keep = wait_fn >= 0
+        hit, inst_fn, wait_fn = hit[keep], inst_fn[keep], wait_fn[keep]
+        rank, ticks = rec.inst_rank[hit], ticks[hit]
+        np.add.at(out[..., col["time"]], (rank, wait_fn), ticks)
+        np.add.at(out[..., col["time"]], (rank, inst_fn), -ticks)
+        np.add.at(out[..., col["calls"]], (rank, wait_fn), 1)
         waiting_rows = [index[f] for f, _, _ in rows if f.startswith(prefix)]
         out[:, waiting_rows, col["bytes_sent"]:] = np.nan
     out[..., col["time"]] /= defs.resolution
@@ -258,43 +277,81 @@ def _row_of_region(defs: Definitions, index: dict[str, int], regions: np.ndarray
     return lookup[regions]  # an event outside any region (-1) reads the last entry, Compute
 
 
-def _message_time(rec: Records, waits: Waits) -> np.ndarray:
-    """Per matched message: its share [ticks] of the receive instance that completed it."""
-    r_inst = rec.recv_inst[waits.recv_index]
-    shares = np.bincount(r_inst, minlength=rec.inst_rank.size)
-    duration = rec.inst_leave[r_inst] - rec.inst_enter[r_inst]
-    return duration / shares[r_inst]
+def _chunks(n: int) -> Iterator[slice]:
+    """Slices of ``CHUNK`` rows covering ``n`` rows: the per-message passes hold one chunk's temporaries."""
+    return (slice(lo, min(lo + CHUNK, n)) for lo in range(0, n, CHUNK))
+
+
+def _recv_shares(rec: Records, waits: Waits) -> np.ndarray:
+    """Per instance: how many matched messages it completed."""
+    shares = np.zeros(rec.inst_rank.size, dtype=np.int64)
+    for part in _chunks(waits.recv_index.size):
+        shares += np.bincount(rec.recv_inst[waits.recv_index[part]], minlength=shares.size)
+    return shares
+
+
+def _message_time(rec: Records, recv: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Per matched receive record ``recv``: its share [ticks] of the receive instance that completed it."""
+    r_inst = rec.recv_inst[recv]
+    return (rec.inst_leave[r_inst] - rec.inst_enter[r_inst]) / shares[r_inst]
+
+
+def _pair_totals(parts: Iterator[tuple[np.ndarray, list[np.ndarray]]],
+                 quantities: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The distinct codes of ``parts`` (code, weights per quantity) and each quantity's total per code."""
+    codes: list[np.ndarray] = []
+    sums: list[list[np.ndarray]] = []
+    for code, weights in parts:
+        distinct, where = np.unique(code, return_inverse=True)
+        codes.append(distinct)
+        sums.append([np.bincount(where.ravel(), weights=w, minlength=distinct.size) for w in weights])
+    if not codes:
+        return np.zeros(0, dtype=np.int64), [np.zeros(0) for _ in range(quantities)]
+    distinct, where = np.unique(np.concatenate(codes), return_inverse=True)
+    totals = [np.bincount(where.ravel(), weights=np.concatenate(q), minlength=distinct.size) for q in zip(*sums)]
+    return distinct, totals
 
 
 def _traffic(defs: Definitions, rec: Records, waits: Waits) -> Any:
     """(sender, receiver, quantity) bytes and messages of every send, time [s] of every matched receive."""
     n = defs.nranks
-    ok = (rec.send_peer >= 0) & (rec.send_peer < n)
-    sender, receiver = rec.send_rank[ok], rec.send_peer[ok]
-    time = _message_time(rec, waits) / defs.resolution
-    values = {
-        "bytes": (sender, receiver, rec.send_bytes[ok].astype(np.float64)),
-        "count": (sender, receiver, np.ones(sender.size)),
-        "time": (rec.send_rank[waits.send_index], rec.recv_rank[waits.recv_index], time),
-    }
-    pairs = np.unique(sender * n + receiver).size
-    if dense_traffic(n, pairs * len(TRAFFIC_QUANTITIES)):
-        out = np.zeros((n, n, len(TRAFFIC_QUANTITIES)))
-        for q, (a, b, v) in enumerate(values[name] for name in TRAFFIC_QUANTITIES):
-            out[..., q] = np.bincount(a * n + b, weights=v, minlength=n * n).reshape(n, n)
-        return out
+
+    def sent() -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+        for part in _chunks(rec.send_rank.size):
+            peer = rec.send_peer[part]
+            ok = (peer >= 0) & (peer < n)
+            yield rec.send_rank[part][ok] * n + peer[ok], [rec.send_bytes[part][ok].astype(np.float64),
+                                                           np.ones(int(ok.sum()))]
+
+    def timed() -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+        for part in _chunks(waits.send_index.size):
+            recv = waits.recv_index[part]
+            yield (rec.send_rank[waits.send_index[part]] * n + rec.recv_rank[recv],
+                   [_message_time(rec, recv, shares) / defs.resolution])
+
+    shares = _recv_shares(rec, waits)
+    pairs, (nbytes, count) = _pair_totals(sent(), 2)
+    timed_pairs, (times,) = _pair_totals(timed(), 1)
+    quantities = {"bytes": (pairs, nbytes), "count": (pairs, count), "time": (timed_pairs, times)}
+    if dense_traffic(n, pairs.size * len(TRAFFIC_QUANTITIES)):
+        out = np.zeros((n * n, len(TRAFFIC_QUANTITIES)))
+        for q, name in enumerate(TRAFFIC_QUANTITIES):
+            code, values = quantities[name]
+            out[code, q] = values
+        return out.reshape(n, n, len(TRAFFIC_QUANTITIES))
     import sparse
 
-    coords = np.hstack([np.vstack([a, b, np.full(a.size, q)])
-                        for q, (a, b, _) in enumerate(values[name] for name in TRAFFIC_QUANTITIES)])
-    data = np.concatenate([values[name][2] for name in TRAFFIC_QUANTITIES])
-    return sparse.COO(coords, data, shape=(n, n, len(TRAFFIC_QUANTITIES)), fill_value=0.0)  # sums duplicates
+    coords = np.hstack([np.vstack([code // n, code % n, np.full(code.size, q)])
+                        for q, (code, _) in enumerate(quantities[name] for name in TRAFFIC_QUANTITIES)])
+    data = np.concatenate([quantities[name][1] for name in TRAFFIC_QUANTITIES])
+    return sparse.COO(coords, data, shape=(n, n, len(TRAFFIC_QUANTITIES)), fill_value=0.0)
 
 
-def _size_bin(nbytes: np.ndarray) -> np.ndarray:
-    """Upper edge [B] of the power-of-two bin of each message size (0 for empty messages)."""
+def _size_code(nbytes: np.ndarray) -> np.ndarray:
+    """The power-of-two bin of each message size: 0 for empty messages, else 1 + the exponent of
+    its upper edge."""
     sizes = np.asarray(nbytes, dtype=np.float64)
-    return np.where(sizes > 0, 2.0 ** np.ceil(np.log2(np.maximum(sizes, 1))), 0.0)
+    return np.where(sizes > 0, np.ceil(np.log2(np.maximum(sizes, 1))) + 1, 0).astype(np.int64)
 
 
 def _sizes(defs: Definitions, rec: Records, waits: Waits,
@@ -303,23 +360,39 @@ def _sizes(defs: Definitions, rec: Records, waits: Waits,
     if not rec.send_rank.size and not rec.recv_rank.size:
         return None, None
     index = {f: i for i, (f, _, _) in enumerate(rows)}
-    s_inst = rec.send_inst
-    per_send = np.bincount(s_inst, minlength=rec.inst_rank.size)
-    send_time = (rec.inst_leave[s_inst] - rec.inst_enter[s_inst]) / per_send[s_inst]
-    recv_time = np.zeros(rec.recv_rank.size)
-    recv_time[waits.recv_index] = _message_time(rec, waits)
-    rank = np.concatenate([rec.send_rank, rec.recv_rank])
-    inst = np.concatenate([rec.send_inst, rec.recv_inst])
-    fn = _row_of_region(defs, index, rec.inst_region)[inst]
-    labels = _size_bin(np.concatenate([rec.send_bytes, rec.recv_bytes]))
-    bins = np.unique(labels)
-    b = np.searchsorted(bins, labels)
-    out = np.zeros((defs.nranks, len(rows), bins.size, 2))
-    cell = (rank * len(rows) + fn) * bins.size + b
-    out[..., 0] = np.bincount(cell, minlength=out[..., 0].size).reshape(out.shape[:3])
-    out[..., 1] = np.bincount(cell, weights=np.concatenate([send_time, recv_time]) / defs.resolution,
-                              minlength=out[..., 0].size).reshape(out.shape[:3])
-    return out, bins
+    present = np.zeros(66, dtype=np.int64)
+    for column in (rec.send_bytes, rec.recv_bytes):
+        for part in _chunks(column.size):
+            present += np.bincount(_size_code(column[part]), minlength=present.size)
+    codes = np.flatnonzero(present)
+    bins = np.where(codes > 0, 2.0 ** (codes - 1), 0.0)  # upper edge [B]
+    bin_of = np.zeros(present.size, dtype=np.int64)
+    bin_of[codes] = np.arange(codes.size)
+    out = np.zeros((defs.nranks * len(rows) * bins.size, 2))
+
+    def add(rank: np.ndarray, inst: np.ndarray, nbytes: np.ndarray, ticks: np.ndarray | None,
+            count: bool = True) -> None:
+        cell = (rank * len(rows) + _row_of_region(defs, index, rec.inst_region[inst])) * bins.size
+        cell += bin_of[_size_code(nbytes)]
+        if count:
+            out[:, 0] += np.bincount(cell, minlength=out.shape[0])
+        if ticks is not None:
+            out[:, 1] += np.bincount(cell, weights=ticks / defs.resolution, minlength=out.shape[0])
+
+    per_send = np.bincount(rec.send_inst, minlength=rec.inst_rank.size)
+    for part in _chunks(rec.send_rank.size):
+        inst = rec.send_inst[part]
+        add(rec.send_rank[part], inst, rec.send_bytes[part],
+            (rec.inst_leave[inst] - rec.inst_enter[inst]) / per_send[inst])
+    del per_send
+    for part in _chunks(rec.recv_rank.size):
+        add(rec.recv_rank[part], rec.recv_inst[part], rec.recv_bytes[part], None)
+    shares = _recv_shares(rec, waits)
+    for part in _chunks(waits.recv_index.size):  # the time of the matched receives
+        recv = waits.recv_index[part]
+        add(rec.recv_rank[recv], rec.recv_inst[recv], rec.recv_bytes[recv], _message_time(rec, recv, shares),
+            count=False)
+    return out.reshape(defs.nranks, len(rows), bins.size, 2), bins
 
 
 def _run(defs: Definitions, ranks: list[RankEvents], meta: dict[str, Any]) -> dict[str, Any]:

@@ -31,10 +31,19 @@ left after its last call; ``T_ideal`` is the latest rank's end. Times are intege
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from numba import njit
 
-from perfkit.io.otf2.waits import BARRIER, N_TO_ONE, NXN, ONE_TO_N, SCAN, Records, Waits, _local_ranks
+from perfkit.io.otf2.waits import (
+    BARRIER,
+    N_TO_ONE,
+    NXN,
+    ONE_TO_N,
+    SCAN,
+    Records,
+    Waits,
+    _local_ranks,
+    collective_groups,
+)
 
 
 def ideal_runtime(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: dict[int, np.ndarray]) -> int:
@@ -44,41 +53,61 @@ def ideal_runtime(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: 
     n = rec.inst_rank.size
     if not n:  # no call waits for anything: each rank computes alone
         return int(np.max(computed, initial=0))
-    order = np.lexsort((np.arange(n), rec.inst_enter, rec.inst_rank))  # each rank's instances in time order
-    rank = rec.inst_rank[order]
-    first = np.ones(n, dtype=bool)
-    first[1:] = rank[1:] != rank[:-1]
-    gap = np.empty(n, dtype=np.int64)  # compute before each instance, since the rank's previous one
-    gap[order] = np.where(first, rec.inst_compute[order], np.diff(rec.inst_compute[order], prepend=0))
-    after = np.full(n, -1, dtype=np.int64)  # the rank's next instance
-    after[order[:-1][~first[1:]]] = order[1:][~first[1:]]
-    start, end = np.arange(n), n + np.arange(n)  # node ids: enter (start) and end of each instance
-    send_inst, recv_inst = rec.send_inst[waits.send_index], rec.recv_inst[waits.recv_index]
-    edges = [(start[send_inst], end[recv_inst]), _late_receivers(rec, waits, start, end)]
-    coll_edges, extra = _collectives(rec, comm_ranks, start, end, 2 * n)
+    after = _next_instances(rec)
+    # node ids: the enter of instance i is i, its end n + i, then the collectives' nodes
+    edges = [(rec.send_inst[waits.send_index], n + rec.recv_inst[waits.recv_index]),
+             _late_receivers(rec, waits, n)]
+    coll_edges, extra = _collectives(rec, comm_ranks, n)
     edges += coll_edges
-    src = np.concatenate([e[0] for e in edges]).astype(np.int64)
-    dst = np.concatenate([e[1] for e in edges]).astype(np.int64)
+    value, done = _longest_paths(n, extra, rec.inst_compute, after, edges)
     del edges
-    is_first = np.empty(n, dtype=bool)
-    is_first[order] = first
-    value, done = _longest_paths(n, extra, gap, after, is_first, src, dst)
     if done < 2 * n + extra:
         raise ValueError("the trace's calls wait for each other in a cycle; it cannot be replayed")
     finish = np.asarray(computed, dtype=np.int64).copy()  # ranks without a call: their computation
-    last = order[np.append(first[1:], True)]
+    last = np.flatnonzero(after < 0)  # each rank's last instance
     r = rec.inst_rank[last]
-    finish[r] = value[end[last]] + (finish[r] - rec.inst_compute[last])
+    finish[r] = value[n + last] + (finish[r] - rec.inst_compute[last])
     return int(finish.max(initial=0))
 
 
-def _late_receivers(rec: Records, waits: Waits, start: np.ndarray,
-                    end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _next_instances(rec: Records) -> np.ndarray:
+    """The rank's next instance in time of every instance (-1: its last). The records hold each
+    rank's instances together, usually already in time order (then no sort is made)."""
+    rank, enter = rec.inst_rank, rec.inst_enter
+    index = np.int32 if rank.size < 2**31 else np.int64
+    if _in_time_order(rank, enter):
+        return _successors(np.zeros(0, dtype=index), rank, index(0))
+    return _successors(np.lexsort((np.arange(rank.size), enter, rank)).astype(index), rank, index(0))
+
+
+@njit(cache=True)
+def _in_time_order(rank: np.ndarray, enter: np.ndarray) -> bool:
+    for i in range(1, rank.size):
+        if rank[i] < rank[i - 1] or (rank[i] == rank[i - 1] and enter[i] < enter[i - 1]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _successors(order: np.ndarray, rank: np.ndarray, like: np.integer) -> np.ndarray:
+    """``after`` of the instances in ``order`` (empty: the records' own order), typed as ``like``."""
+    n = rank.size
+    after = np.full(n, -1, dtype=type(like))
+    for j in range(n - 1):
+        a, b = (order[j], order[j + 1]) if order.size else (j, j + 1)
+        if rank[b] == rank[a]:
+            after[a] = b
+    return after
+
+
+def _late_receivers(rec: Records, waits: Waits, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Edges: a blocking send that waited for its receiver ends when the receive was posted (the
     receiving rank's instance entered at the post tick)."""
     s_inst = rec.send_inst[waits.send_index]
     waited = waits.late_receiver[s_inst] > 0
     r = waits.recv_index[waited]
+    if not r.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     rank, post = rec.recv_rank[r], rec.recv_post[r]
     keys = np.lexsort((rec.inst_enter, rec.inst_rank))
     sorted_rank, sorted_enter = rec.inst_rank[keys], rec.inst_enter[keys]
@@ -86,42 +115,67 @@ def _late_receivers(rec: Records, waits: Waits, start: np.ndarray,
     at = np.searchsorted(sorted_rank * span + sorted_enter, rank * span + post)
     at = np.minimum(at, max(keys.size - 1, 0))
     found = (keys.size > 0) & (sorted_rank[at] == rank) & (sorted_enter[at] == post)
-    return start[keys[at[found]]], end[s_inst[waited][found]]
+    return keys[at[found]], n + s_inst[waited][found]
 
 
-def _collectives(rec: Records, comm_ranks: dict[int, np.ndarray], start: np.ndarray, end: np.ndarray,
-                 first_node: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
+def _collectives(rec: Records, comm_ranks: dict[int, np.ndarray],
+                 n: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
     """Edges through one extra node per collective (per member for scans), and the extra node count."""
     if not rec.coll_rank.size:
         return [], 0
-    table = pd.DataFrame({"rank": rec.coll_rank, "comm": rec.coll_comm})
-    k = table.groupby(["rank", "comm"], sort=False).cumcount().to_numpy()
-    _, group = np.unique(rec.coll_comm.astype(np.int64) * (int(k.max()) + 1) + k, return_inverse=True)
-    group = group.ravel()
-    node = first_node + group
+    group, group_comm = collective_groups(rec)
+    node = 2 * n + group
     inst, op = rec.coll_inst, rec.coll_op
     is_root = rec.coll_rank == rec.coll_root
     all_in = np.isin(op, list(BARRIER | NXN))
     into = all_in | (np.isin(op, list(N_TO_ONE))) | (np.isin(op, list(ONE_TO_N)) & is_root)
     out_of = all_in | (np.isin(op, list(N_TO_ONE)) & is_root) | (np.isin(op, list(ONE_TO_N)) & ~is_root)
-    edges = [(start[inst[into]], node[into]), (node[out_of], end[inst[out_of]])]
-    extra = int(group.max()) + 1
+    edges = [(inst[into], node[into]), (node[out_of], n + inst[out_of])]
+    extra = group_comm.size
     scan = np.flatnonzero(np.isin(op, list(SCAN)))
     if scan.size:  # a chain in communicator-rank order: node j = max(node j-1, enter j)
         local = _local_ranks(comm_ranks, rec.coll_comm[scan], rec.coll_rank[scan])
         chain = scan[np.lexsort((local, group[scan]))]
-        links = first_node + extra + np.arange(chain.size)
+        links = 2 * n + extra + np.arange(chain.size)
         same = group[chain][1:] == group[chain][:-1]
-        edges += [(start[inst[chain]], links), (links[:-1][same], links[1:][same]), (links, end[inst[chain]])]
+        edges += [(inst[chain], links), (links[:-1][same], links[1:][same]), (links, n + inst[chain])]
         extra += chain.size
     return edges, extra
 
 
 @njit(cache=True)
-def _kahn(n: int, extra: int, gap: np.ndarray, after: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
+def _count(nodes: np.ndarray, counts: np.ndarray) -> None:
+    """Add 1 to ``counts`` at each of ``nodes``."""
+    for v in nodes:
+        counts[v] += 1
+
+
+@njit(cache=True)
+def _place(src: np.ndarray, dst: np.ndarray, offsets: np.ndarray, targets: np.ndarray) -> None:
+    """Write the edges ``src`` -> ``dst`` into ``targets``: each just before ``offsets[src + 1]``,
+    which moves back one (from the end of the source's edges to, once all are placed, their start)."""
+    for e in range(src.size):
+        offsets[src[e] + 1] -= 1
+        targets[offsets[src[e] + 1]] = dst[e]
+
+
+@njit(cache=True)
+def _within_ranks(n: int, compute: np.ndarray, after: np.ndarray, indegree: np.ndarray, value: np.ndarray) -> None:
+    """The edges within ranks: each instance's end follows its enter, its rank's next instance its
+    end; a rank's first instance starts at the compute before it."""
+    for i in range(n):
+        indegree[n + i] += 1
+        value[i] = compute[i]
+    for i in range(n):
+        if after[i] >= 0:
+            indegree[after[i]] += 1
+            value[after[i]] = 0
+
+
+@njit(cache=True)
+def _kahn(n: int, total: int, compute: np.ndarray, after: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
           indegree: np.ndarray, value: np.ndarray) -> int:
-    total = 2 * n + extra
-    queue = np.empty(total, dtype=np.int64)
+    queue = np.empty(total, dtype=targets.dtype)
     head = tail = 0
     for v in range(total):
         if indegree[v] == 0:
@@ -133,7 +187,8 @@ def _kahn(n: int, extra: int, gap: np.ndarray, after: np.ndarray, offsets: np.nd
         if u < n:  # an enter: its end follows at once
             nxt, weight = n + u, 0
         elif u < 2 * n and after[u - n] >= 0:  # an end: the rank computes, then enters its next call
-            nxt, weight = after[u - n], gap[after[u - n]]
+            nxt = after[u - n]
+            weight = compute[nxt] - compute[u - n]
         else:
             nxt, weight = -1, 0
         if nxt >= 0:
@@ -143,7 +198,7 @@ def _kahn(n: int, extra: int, gap: np.ndarray, after: np.ndarray, offsets: np.nd
             if indegree[nxt] == 0:
                 queue[tail] = nxt
                 tail += 1
-        for e in range(offsets[u], offsets[u + 1]):
+        for e in range(offsets[u + 1], offsets[u + 2]):
             v = targets[e]
             if value[u] > value[v]:
                 value[v] = value[u]
@@ -154,20 +209,28 @@ def _kahn(n: int, extra: int, gap: np.ndarray, after: np.ndarray, offsets: np.nd
     return head
 
 
-def _longest_paths(n: int, extra: int, gap: np.ndarray, after: np.ndarray, first: np.ndarray, src: np.ndarray,
-                   dst: np.ndarray) -> tuple[np.ndarray, int]:
+def _longest_paths(n: int, extra: int, compute: np.ndarray, after: np.ndarray,
+                   edges: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, int]:
     """Longest-path value [ticks] of every node (the enters, the ends of the ``n`` instances, then
     ``extra`` collective nodes) in topological order (Kahn's algorithm), and how many nodes were
     reached (fewer than all: a cycle). Each instance's end follows its enter, and its rank's next
-    instance (``after``) is entered ``gap`` ticks of compute after it; ``src`` -> ``dst`` are the
-    waits between ranks. A rank's ``first`` instance is entered after the compute before it."""
+    instance (``after``) is entered after the compute between them (``compute``: the rank's compute
+    ticks before each instance's enter); ``edges`` (source, target) are the waits between ranks. A
+    rank's first instance is entered after the compute before it."""
     total = 2 * n + extra
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=total))]).astype(np.int64)
-    targets = dst[np.argsort(src, kind="stable")].astype(np.int64)
-    indegree = np.bincount(dst, minlength=total).astype(np.int64)
-    indegree[n:2 * n] += 1  # from the instance's enter
-    indegree[:n] += ~first  # from the rank's previous instance
+    small = np.int32 if total < 2**31 else np.int64
+    # offsets[u + 1] counts, then ends, then (placing each edge at its end, less one) starts the edges of u
+    count = sum(src.size for src, _ in edges)
+    offsets = np.zeros(total + 2, dtype=np.int32 if count < 2**31 else np.int64)
+    indegree = np.zeros(total, dtype=small)
+    for src, dst in edges:
+        _count(src, offsets[1:])
+        _count(dst, indegree)
+    np.cumsum(offsets, out=offsets)
+    targets = np.empty(int(offsets[-1]), dtype=small)
+    for src, dst in edges:
+        _place(src, dst, offsets, targets)
     value = np.zeros(total, dtype=np.int64)
-    value[:n] = np.where(first, gap, 0)
-    done = _kahn(n, extra, gap, after, offsets, targets, indegree, value)
+    _within_ranks(n, compute, after, indegree, value)
+    done = _kahn(n, total, compute, after, offsets, targets, indegree, value)
     return value, int(done)

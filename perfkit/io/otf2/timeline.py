@@ -63,5 +63,4 @@ class Bins:
         values = np.concatenate([head, tail, np.full(rows.size, self.width)])
         ranks, kinds = np.concatenate([rank, rank, rank[rows]]), np.concatenate([kind, kind, kind[rows]])
         flat = (ranks * self.nbins + bins) * len(KINDS) + kinds
-        self.ticks += sign * np.bincount(flat, weights=values, minlength=self.ticks.size).astype(np.int64).reshape(
-            self.ticks.shape)
+        np.add.at(self.ticks.reshape(-1), flat, values if sign > 0 else -values)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
+from numba import njit
 
 #: Sends that block until the receiver takes the message (when the library does not buffer it).
 BLOCKING_SENDS = frozenset({"MPI_Send", "MPI_Ssend", "MPI_Rsend", "MPI_Sendrecv", "MPI_Sendrecv_replace"})
@@ -94,21 +94,64 @@ class Waits:
 
 
 def match_messages(rec: Records) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (send, receive) of the matched messages.
+    """Indices (send, receive) of the matched messages, in send order.
 
     MPI does not overtake on a (sender, receiver, communicator, tag) channel, so the k-th send on a
     channel, in the sender's order, is the k-th receive on it, in the receiver's posting order.
     """
-    keys = ["sender", "receiver", "comm", "tag"]
-    sends = pd.DataFrame({"sender": rec.send_rank, "receiver": rec.send_peer, "comm": rec.send_comm,
-                          "tag": rec.send_tag, "send": np.arange(rec.send_rank.size)})
-    sends["k"] = sends.groupby(keys, sort=False).cumcount()
-    order = np.lexsort((rec.recv_seq, rec.recv_rank))
-    recvs = pd.DataFrame({"sender": rec.recv_peer[order], "receiver": rec.recv_rank[order],
-                          "comm": rec.recv_comm[order], "tag": rec.recv_tag[order], "recv": order})
-    recvs["k"] = recvs.groupby(keys, sort=False).cumcount()
-    pairs = sends.merge(recvs, on=[*keys, "k"], how="inner")
-    return pairs["send"].to_numpy(np.int64), pairs["recv"].to_numpy(np.int64)
+    send_key, recv_key = channel_codes([(rec.send_rank, rec.recv_peer), (rec.send_peer, rec.recv_rank),
+                                        (rec.send_comm, rec.recv_comm), (rec.send_tag, rec.recv_tag)])
+    s_order = np.argsort(send_key, kind="stable")  # per channel, in the sender's order
+    s_key = send_key[s_order]
+    del send_key
+    posted = recv_key * (int(rec.recv_seq.max(initial=0)) + 1) + rec.recv_seq if _fits(recv_key, rec.recv_seq) \
+        else None
+    r_order = np.argsort(posted, kind="stable") if posted is not None else np.lexsort((rec.recv_seq, recv_key))
+    del posted
+    r_key = recv_key[r_order]
+    del recv_key
+    k = np.arange(s_key.size) - np.searchsorted(s_key, s_key, side="left")  # the send's place on its channel
+    lo = np.searchsorted(r_key, s_key, side="left")
+    hit = k < np.searchsorted(r_key, s_key, side="right") - lo
+    recv_of_send = np.full(s_key.size, -1, dtype=np.int64)
+    recv_of_send[s_order[hit]] = r_order[(lo + k)[hit]]
+    send_i = np.flatnonzero(recv_of_send >= 0)
+    return send_i, recv_of_send[send_i]
+
+
+def channel_codes(columns: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 code per row of two tables, equal where every column (a pair: the column in each
+    table) is equal. Codes are combined column by column; a code or column too wide to combine
+    without overflow is first replaced by its rank among the values of both tables."""
+    left = right = None
+    for a, b in columns:
+        low = min(int(a.min(initial=0)), int(b.min(initial=0)))
+        a, b = a - low, b - low
+        width = max(int(a.max(initial=0)), int(b.max(initial=0))) + 1
+        if left is None:
+            left, right = a, b
+            continue
+        top = max(int(left.max(initial=0)), int(right.max(initial=0))) + 1
+        if top * width >= 2**62:
+            left, right = _dense(left, right)
+            top = max(int(left.max(initial=0)), int(right.max(initial=0))) + 1
+        if top * width >= 2**62:
+            a, b = _dense(a, b)
+            width = max(int(a.max(initial=0)), int(b.max(initial=0))) + 1
+        left, right = left * width + a, right * width + b
+    return left, right
+
+
+def _dense(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rank of each value among the distinct values of ``a`` and ``b`` together."""
+    _, codes = np.unique(np.concatenate([a, b]), return_inverse=True)
+    codes = codes.ravel().astype(np.int64)
+    return codes[:a.size], codes[a.size:]
+
+
+def _fits(key: np.ndarray, seq: np.ndarray) -> bool:
+    """True when ``key * (max seq + 1) + seq`` cannot overflow int64."""
+    return (int(key.max(initial=0)) + 1) * (int(seq.max(initial=0)) + 1) < 2**62
 
 
 def compute_waits(rec: Records, region_names: dict[int, str], comm_ranks: dict[int, np.ndarray],
@@ -124,94 +167,179 @@ def compute_waits(rec: Records, region_names: dict[int, str], comm_ranks: dict[i
     ls, wrong = _late_sender(rec, send_i, recv_i, n_inst)
     lr = _late_receiver(rec, send_i, recv_i, region_names, n_inst)
     both = (ls > 0) & (lr > 0)  # e.g. MPI_Sendrecv: the instance waited once, for the later partner
-    ls = np.where(both & (lr > ls), 0, ls)
-    lr = np.where(both & (ls > 0), 0, lr)
-    wrong = np.where(ls > 0, wrong, 0)
+    ls[both & (lr > ls)] = 0
+    lr[both & (ls > 0)] = 0
+    del both
+    wrong[ls <= 0] = 0
     coll, pattern = _collective(rec, comm_ranks, n_inst, warnings)
     states = np.zeros((nranks, len(STATES)), dtype=np.int64)
     for j, values in enumerate((ls, wrong, lr)):
-        states[:, j] = np.bincount(rec.inst_rank, weights=values, minlength=nranks)[:nranks].astype(np.int64)
+        _rank_sums(states[:, j], rec.inst_rank, values, np.flatnonzero(values))
     for j in range(3, len(STATES)):
-        values = np.where(pattern == j, coll, 0)
-        states[:, j] = np.bincount(rec.inst_rank, weights=values, minlength=nranks)[:nranks].astype(np.int64)
+        _rank_sums(states[:, j], rec.inst_rank, coll, np.flatnonzero(pattern == j))
     return Waits(ls, lr, coll, states, send_i, recv_i, warnings)
+
+
+def _rank_sums(out: np.ndarray, rank: np.ndarray, values: np.ndarray, rows: np.ndarray) -> None:
+    """Add ``values`` of the instances ``rows`` to ``out`` at their rank (ranks outside ``out`` dropped)."""
+    rank = rank[rows]
+    keep = rank < out.size
+    np.add.at(out, rank[keep], values[rows][keep])
 
 
 def _late_sender(rec: Records, send_i: np.ndarray, recv_i: np.ndarray, n_inst: int) -> tuple[np.ndarray, np.ndarray]:
     """Late-sender ticks per instance, and the wrong-order part of it."""
-    r_inst = rec.recv_inst[recv_i]
-    recv_enter, recv_leave = rec.inst_enter[r_inst], rec.inst_leave[r_inst]
-    send_enter = rec.inst_enter[rec.send_inst[send_i]]
-    wait = np.clip(np.minimum(send_enter, recv_leave) - recv_enter, 0, None)
+    seq = rec.recv_seq[recv_i]
+    top = int(seq.max(initial=0)) + 1
+    key = rec.recv_rank[recv_i] * top + (top - 1 - seq)  # per receiver, last received first
+    del seq
+    order = np.argsort(key, kind="stable")
+    del key
     per_inst = np.zeros(n_inst, dtype=np.int64)
-    np.maximum.at(per_inst, r_inst, wait)
-    # wrong order: a message to the same receiver, received later, was sent (entered) earlier
-    order = np.lexsort((-rec.recv_seq[recv_i], rec.recv_rank[recv_i]))  # per receiver, last received first
-    receiver = rec.recv_rank[recv_i][order]
-    so_far = pd.Series(send_enter[order]).groupby(receiver, sort=False).cummin()
-    earliest_later = np.empty_like(send_enter)
-    earliest_later[order] = so_far.groupby(receiver, sort=False).shift(1, fill_value=np.iinfo(np.int64).max)
-    wrong_msg = (wait > 0) & (earliest_later < send_enter)
-    wrong = np.zeros(n_inst, dtype=bool)
-    wrong[r_inst[wrong_msg]] = True
+    wrong = np.zeros(n_inst, dtype=np.bool_)
+    _late_sender_scan(order, send_i, recv_i, rec.send_inst, rec.recv_inst, rec.recv_rank, rec.inst_enter,
+                      rec.inst_leave, per_inst, wrong)
     return per_inst, np.where(wrong, per_inst, 0)
+
+
+@njit(cache=True)
+def _late_sender_scan(order: np.ndarray, send_i: np.ndarray, recv_i: np.ndarray, send_inst: np.ndarray,
+                      recv_inst: np.ndarray, recv_rank: np.ndarray, enter: np.ndarray, leave: np.ndarray,
+                      per_inst: np.ndarray, wrong: np.ndarray) -> None:
+    """Per matched message (in ``order``: per receiver, last received first): its late-sender wait
+    ``min(send enter, receive leave) - receive enter``, the largest per receive instance into
+    ``per_inst``; ``wrong`` marks the instances of waiting messages sent after one received later."""
+    big = np.iinfo(np.int64).max
+    rank, earliest_later = -1, big
+    for j in range(order.size):
+        m = order[j]
+        r_inst = recv_inst[recv_i[m]]
+        sent = enter[send_inst[send_i[m]]]
+        wait = max(min(sent, leave[r_inst]) - enter[r_inst], 0)
+        per_inst[r_inst] = max(per_inst[r_inst], wait)
+        if recv_rank[recv_i[m]] != rank:
+            rank, earliest_later = recv_rank[recv_i[m]], big
+        if wait > 0 and earliest_later < sent:
+            wrong[r_inst] = True
+        earliest_later = min(earliest_later, sent)
 
 
 def _late_receiver(rec: Records, send_i: np.ndarray, recv_i: np.ndarray, region_names: dict[int, str],
                    n_inst: int) -> np.ndarray:
     """Late-receiver ticks per instance: blocking sends that left after their receive was posted."""
-    s_inst = rec.send_inst[send_i]
-    region = rec.inst_region[s_inst]
-    blocking_regions = [ref for ref, name in region_names.items() if name in BLOCKING_SENDS]
-    blocking = np.isin(region, blocking_regions) & (rec.send_nonblocking[send_i] == 0)
-    send_enter, send_leave = rec.inst_enter[s_inst], rec.inst_leave[s_inst]
-    post = rec.recv_post[recv_i]
-    wait = np.where(blocking & (post > send_enter) & (send_leave > post), post - send_enter, 0)
+    blocking = np.zeros(max([0, *region_names, int(rec.inst_region.max(initial=0))]) + 2, dtype=np.bool_)
+    blocking[[ref for ref, name in region_names.items() if name in BLOCKING_SENDS]] = True
+    blocking[-1] = False  # an instance outside any region (-1)
     per_inst = np.zeros(n_inst, dtype=np.int64)
-    np.maximum.at(per_inst, s_inst, wait)
+    _late_receiver_scan(send_i, recv_i, rec.send_inst, rec.send_nonblocking, rec.recv_post, rec.inst_region,
+                        rec.inst_enter, rec.inst_leave, blocking, per_inst)
     return per_inst
+
+
+@njit(cache=True)
+def _late_receiver_scan(send_i: np.ndarray, recv_i: np.ndarray, send_inst: np.ndarray, nonblocking: np.ndarray,
+                        post: np.ndarray, region: np.ndarray, enter: np.ndarray, leave: np.ndarray,
+                        blocking: np.ndarray, per_inst: np.ndarray) -> None:
+    """Per matched message sent by a blocking send that left after the receive was posted: ``post -
+    send enter``, the largest per send instance into ``per_inst``."""
+    for m in range(send_i.size):
+        s = send_inst[send_i[m]]
+        p = post[recv_i[m]]
+        if blocking[region[s]] and nonblocking[send_i[m]] == 0 and p > enter[s] and leave[s] > p:
+            per_inst[s] = max(per_inst[s], p - enter[s])
 
 
 def _collective(rec: Records, comm_ranks: dict[int, np.ndarray], n_inst: int,
                 warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Collective wait ticks per instance and the instance's wait pattern (its index in ``STATES``, -1: none)."""
     wait = np.zeros(n_inst, dtype=np.int64)
-    pattern = np.full(n_inst, -1, dtype=np.int64)
+    pattern = np.full(n_inst, -1, dtype=np.int8)
     if not rec.coll_rank.size:
         return wait, pattern
-    enter, leave = rec.inst_enter[rec.coll_inst], rec.inst_leave[rec.coll_inst]
-    table = pd.DataFrame({"rank": rec.coll_rank, "comm": rec.coll_comm, "enter": enter})
-    table["k"] = table.groupby(["rank", "comm"], sort=False).cumcount()
-    group = table.groupby(["comm", "k"], sort=False)
-    big = np.iinfo(np.int64).max
-    last = group["enter"].transform("max").to_numpy(np.int64)
-    is_root = rec.coll_rank == rec.coll_root
-    table["root_enter"] = np.where(is_root, enter, -1)
-    table["other_enter"] = np.where(is_root, big, enter)
-    root_enter = group["root_enter"].transform("max").to_numpy(np.int64)
-    first_other = group["other_enter"].transform("min").to_numpy(np.int64)
-    table["local"] = _local_ranks(comm_ranks, rec.coll_comm, rec.coll_rank)
-    ordered = table.sort_values(["comm", "k", "local"], kind="stable")
-    scan_last = np.empty(len(table), dtype=np.int64)
-    scan_last[ordered.index.to_numpy()] = ordered.groupby(["comm", "k"], sort=False)["enter"].cummax().to_numpy()
-    sizes = group["rank"].transform("size").to_numpy()
-    members = {c: max(m.size, 1) for c, m in comm_ranks.items()}
-    expected = pd.Series(rec.coll_comm).map(members).fillna(1).to_numpy()
-    if (sizes < expected).any():
-        warnings.append(f"{int((sizes < expected).sum())} collective records have members missing from the trace; "
+    group, group_comm = collective_groups(rec)
+    ngroups = group_comm.size
+    members = np.bincount(group, minlength=ngroups)
+    sizes = {c: max(m.size, 1) for c, m in comm_ranks.items()}
+    expected = np.array([sizes.get(c, 1) for c in group_comm.tolist()], dtype=np.int64)
+    short = int(members[members < expected].sum())
+    if short:
+        warnings.append(f"{short} collective records have members missing from the trace; "
                         "their waits count only the ranks present")
-    op = rec.coll_op
-    until = np.select(
-        [np.isin(op, list(BARRIER | NXN)), np.isin(op, list(ONE_TO_N)) & ~is_root & (root_enter >= 0),
-         np.isin(op, list(N_TO_ONE)) & is_root & (first_other < big), np.isin(op, list(SCAN))],
-        [last, root_enter, first_other, scan_last], default=enter)
-    names = np.select([np.isin(op, list(BARRIER)), np.isin(op, list(NXN)), np.isin(op, list(ONE_TO_N)),
-                       np.isin(op, list(N_TO_ONE)), np.isin(op, list(SCAN))],
-                      [STATES.index(name) for name in STATES[3:]], default=-1)
-    waited = np.clip(np.minimum(until, leave) - enter, 0, None)
-    np.maximum.at(wait, rec.coll_inst, waited)
-    pattern[rec.coll_inst] = names
+    pattern_of = np.full(256, -1, dtype=np.int8)
+    for ops, state in ((BARRIER, "wait_barrier"), (NXN, "wait_nxn"), (ONE_TO_N, "late_broadcast"),
+                       (N_TO_ONE, "early_reduce"), (SCAN, "early_scan")):
+        pattern_of[list(ops)] = STATES.index(state)
+    kind = pattern_of[np.clip(rec.coll_op, 0, 255)]
+    scan_last = np.zeros(0, dtype=np.int64)
+    scan = np.flatnonzero(kind == STATES.index("early_scan"))
+    if scan.size:  # the latest enter among the lower communicator ranks and itself
+        local = _local_ranks(comm_ranks, rec.coll_comm[scan], rec.coll_rank[scan])
+        chain = np.lexsort((local, group[scan]))
+        scan_last = np.zeros(group.size, dtype=np.int64)
+        scan_last[scan[chain]] = _chain_max(group[scan[chain]], rec.inst_enter[rec.coll_inst[scan[chain]]])
+    _collective_scan(group, ngroups, kind, rec.coll_rank == rec.coll_root, rec.coll_inst, rec.inst_enter,
+                     rec.inst_leave, scan_last, STATES.index("wait_barrier"), STATES.index("wait_nxn"),
+                     STATES.index("late_broadcast"), STATES.index("early_reduce"), wait, pattern)
     return wait, pattern
+
+
+def collective_groups(rec: Records) -> tuple[np.ndarray, np.ndarray]:
+    """The collective each record belongs to (0..n-1), and the communicator of each collective: the
+    k-th record of a communicator on a rank is its k-th collective there."""
+    code = rec.coll_rank * (int(rec.coll_comm.max(initial=0)) + 1) + rec.coll_comm
+    order = np.argsort(code, kind="stable")
+    code = code[order]
+    k = np.empty(code.size, dtype=np.int64)
+    k[order] = np.arange(code.size) - np.searchsorted(code, code, side="left")
+    del code, order
+    comms, comm_code = np.unique(rec.coll_comm, return_inverse=True)
+    comm_code = comm_code.ravel()
+    count = np.zeros(comms.size, dtype=np.int64)
+    np.maximum.at(count, comm_code, k + 1)
+    first = np.concatenate([[0], np.cumsum(count)[:-1]])
+    return first[comm_code] + k, np.repeat(comms, count)
+
+
+@njit(cache=True)
+def _chain_max(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` within each run of equal ``group``."""
+    out = np.empty(values.size, dtype=np.int64)
+    for i in range(values.size):
+        out[i] = values[i] if i == 0 or group[i] != group[i - 1] else max(out[i - 1], values[i])
+    return out
+
+
+@njit(cache=True)
+def _collective_scan(group: np.ndarray, ngroups: int, kind: np.ndarray, is_root: np.ndarray, inst: np.ndarray,
+                     enter: np.ndarray, leave: np.ndarray, scan_last: np.ndarray, barrier: int, nxn: int,
+                     one_to_n: int, n_to_one: int, wait: np.ndarray, pattern: np.ndarray) -> None:
+    """Each record's wait until what its pattern waits for (``kind``: the pattern's state index):
+    the last enter of its collective (barrier, N x N), the root's enter (1 to N, non-root), the
+    first non-root enter (N to 1, root), ``scan_last`` (scan); the largest per instance."""
+    big = np.iinfo(np.int64).max
+    last = np.full(ngroups, -big, dtype=np.int64)
+    root = np.full(ngroups, -1, dtype=np.int64)
+    first_other = np.full(ngroups, big, dtype=np.int64)
+    for i in range(group.size):
+        g, e = group[i], enter[inst[i]]
+        last[g] = max(last[g], e)
+        if is_root[i]:
+            root[g] = max(root[g], e)
+        else:
+            first_other[g] = min(first_other[g], e)
+    for i in range(group.size):
+        g, e, k = group[i], enter[inst[i]], kind[i]
+        until = e
+        if k == barrier or k == nxn:
+            until = last[g]
+        elif k == one_to_n and not is_root[i] and root[g] >= 0:
+            until = root[g]
+        elif k == n_to_one and is_root[i] and first_other[g] < big:
+            until = first_other[g]
+        elif k >= 0 and k != one_to_n and k != n_to_one:
+            until = scan_last[i]
+        wait[inst[i]] = max(wait[inst[i]], max(min(until, leave[inst[i]]) - e, 0))
+        pattern[inst[i]] = k
 
 
 def _local_ranks(comm_ranks: dict[int, np.ndarray], comms: np.ndarray, ranks: np.ndarray) -> np.ndarray:
