@@ -22,6 +22,17 @@ or start-up in it), over TRACE_REPEATS interleaved rounds; the overhead against 
 same options (medians, and minima: the runs least disturbed by other work), the cost per event, the events
 and bytes written per rank. Writes
 ``results/collector_trace.json``.
+
+Scale (``--scale-only``): ``tests/collect/programs/alltoallv.c`` (MPI_Alltoallv with a count per pair, a ring of
+messages, a broadcast; rank 0 receives from every other rank, so its partners are N - 1) at 64, 128 and 256
+ranks of one MPI on this machine (MPICH by default: Open MPI did not start 256 ranks here), with --matrices:
+uninstrumented, under the collector, and under the collector as it was before partner tables and MPI-IO output
+(built from git, ``REFERENCE_COMMIT``: rank 0 gathered every rank's records and wrote the file alone). Measured
+on rank 0 by the program around its MPI_Finalize: the call's time and the growth of its peak resident memory
+(VmHWM); by the collector itself (the output's trailer): its time in MPI_Finalize and rank 0's peak before and
+after. The collector's output is checked against the program's truth at every size (every pair's bytes,
+point to point and collective_bytes). Writes ``results/collector_scale.json``.
+``python benchmarks/bench_collector.py --scale-only [--scale-mpi mpich|openmpi] [--scale-ranks 64,128,256]``.
 """
 
 from __future__ import annotations
@@ -34,9 +45,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import numpy as np
+
 from perfkit.collect import lab
+from perfkit.collect.build import CFLAGS, build_library, compiler
+from perfkit.collect.generate import c_source
+from perfkit.collect.launch import with_environment
+from perfkit.collect.raw import read_raw
 
 RESULTS = Path(__file__).with_name("results")
 STEPS = 2000
@@ -318,6 +336,105 @@ def testbed_section(mpis: list[str], repeats: int, out: Path) -> dict | None:
     return result
 
 
+#: The collector before partner tables and output written in parallel (the reference of the scale section).
+REFERENCE_COMMIT = "f3534a0"
+SCALE_RANKS = (64, 128, 256)
+SCALE_PROGRAM = Path(__file__).parents[1] / "tests" / "collect" / "programs" / "alltoallv.c"
+SCALE_MPIS = {"mpich": ("mpicc.mpich", "mpifort.mpich", ["mpiexec.mpich"]),
+              "openmpi": ("mpicc", "mpifort", ["mpirun", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"])}
+
+
+def _reference_library(cc: str, work: Path) -> Path | None:
+    """The collector library of REFERENCE_COMMIT (its runtime, today's generated wrappers), or None without git."""
+    root = Path(__file__).parents[1]
+    texts = {}
+    for name in ("pk_runtime.c", "pk_runtime.h"):
+        done = subprocess.run(["git", "show", f"{REFERENCE_COMMIT}:perfkit/collect/src/{name}"], cwd=root,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            return None
+        texts[name] = done.stdout
+    texts["pk_wrappers.c"] = c_source()
+    for name, text in texts.items():
+        (work / name).write_text(text)
+    objects = []
+    for name in ("pk_runtime.c", "pk_wrappers.c"):
+        subprocess.run([cc, *CFLAGS, "-c", name, "-o", name[:-2] + ".o"], cwd=work, check=True)
+        objects.append(name[:-2] + ".o")
+    subprocess.run([cc, "-shared", "-o", "libreference.so", *objects, "-lm", "-lpthread"], cwd=work, check=True)
+    return work / "libreference.so"
+
+
+def _key_values(path: Path) -> dict[str, float]:
+    return {k: float(v) for k, v in (line.split() for line in path.read_text().splitlines())}
+
+
+def _scale_once(launch: list[str], nranks: int, exe: Path, library: Path | None, work: Path) -> dict:
+    """One run: rank 0's view of MPI_Finalize, and with the collector, its output checked against the truth."""
+    raw, truth_file, fin = work / "raw", work / "truth.txt", work / "finalize.txt"
+    for f in (raw, truth_file, fin):
+        f.unlink(missing_ok=True)
+    command, extra = [*launch, "-np", str(nranks), str(exe), str(truth_file), str(fin)], {}
+    if library is not None:
+        command, extra = with_environment(command, {"LD_PRELOAD": str(library), "PERFKIT_COLLECT_OUT": str(raw),
+                                                    "PERFKIT_COLLECT_MATRICES": "1"})
+    start = time.perf_counter()
+    subprocess.run(command, env={**os.environ, **extra}, check=True, timeout=1800)
+    row = {"wall_s": round(time.perf_counter() - start, 2), "load_1min": os.getloadavg()[0],
+           **{f"program_{k}": v for k, v in _key_values(fin).items()}}
+    row["program_finalize_growth_kib"] = row["program_peak_after_kib"] - row["program_peak_before_kib"]
+    if raw.exists() and raw.read_bytes().startswith(b"perfkit-collect 2"):
+        ds = read_raw(raw)
+        traffic = ds["traffic"].isel(run=0)
+        lines = np.loadtxt(truth_file, dtype=str, ndmin=2)
+        exact = True
+        for kind, quantity in (("p2p", "bytes"), ("coll", "collective_bytes")):
+            want = np.zeros((nranks, nranks))
+            mine = lines[lines[:, 0] == kind]
+            want[mine[:, 1].astype(int), mine[:, 2].astype(int)] = mine[:, 3].astype(float)
+            got = traffic.sel(quantity=quantity).data
+            exact &= np.array_equal(got.todense() if hasattr(got, "todense") else np.asarray(got), want)
+        row |= {"matches_truth": bool(exact),
+                "collector_finalize_s": ds.attrs["collect_finalize_s"],
+                "collector_rank0_peak_before_kib": ds.attrs["collect_rank0_peak_before_kib"],
+                "collector_rank0_peak_kib": ds.attrs["collect_rank0_peak_kib"]}
+        row["collector_finalize_growth_kib"] = row["collector_rank0_peak_kib"] - row["collector_rank0_peak_before_kib"]
+    return row
+
+
+def scale_section(mpi: str, ranks: list[int], out: Path) -> dict:
+    """MPI_Finalize's time and rank 0's memory growth in it, against ranks (see the module's docstring)."""
+    cc, fc, launch = SCALE_MPIS[mpi]
+    os.environ["MPICC"], os.environ["MPIFORT"] = cc, fc
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        exe = work / "alltoallv"
+        subprocess.run([compiler("c")[0], "-O2", str(SCALE_PROGRAM), "-o", str(exe)], check=True)
+        libraries = {"uninstrumented": None, "collector": build_library(),
+                     "reference": _reference_library(cc, work)}
+        runs: dict[str, dict[str, dict]] = {name: {} for name, lib in libraries.items() if lib or name != "reference"}
+        for n in ranks:
+            for name in runs:
+                row = _scale_once(launch, n, exe, libraries[name], work)
+                runs[name][str(n)] = row
+                print(f"{mpi} {n:5d} ranks {name:15s} {json.dumps(row)}", flush=True)
+    base = runs["uninstrumented"]
+    result = {
+        "program": "tests/collect/programs/alltoallv.c: 3 MPI_Alltoallv with 1-11 ints per pair, a ring of "
+                   "Sendrecv, one Bcast; rank 0 receives from every other rank (N - 1 partners)",
+        "mpi": mpi, "machine_cores": os.cpu_count(), "reference_commit": REFERENCE_COMMIT,
+        "finalize_added_s": {name: {n: round(r["program_finalize_seconds"] - base[n]["program_finalize_seconds"], 3)
+                                    for n, r in rows.items()} for name, rows in runs.items()
+                             if name != "uninstrumented"},
+        "rank0_finalize_growth_kib": {name: {n: r["program_finalize_growth_kib"] for n, r in rows.items()}
+                                      for name, rows in runs.items()},
+        "runs": runs}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nprocs", type=int, default=2)
@@ -328,7 +445,14 @@ def main() -> None:
     parser.add_argument("--testbed-out", default=str(RESULTS / "collector_testbed.json"))
     parser.add_argument("--trace-only", action="store_true", help="run only the section on --trace")
     parser.add_argument("--trace-out", default=str(RESULTS / "collector_trace.json"))
+    parser.add_argument("--scale-only", action="store_true", help="run only the section on MPI_Finalize at scale")
+    parser.add_argument("--scale-mpi", default="mpich", choices=sorted(SCALE_MPIS))
+    parser.add_argument("--scale-ranks", default=",".join(map(str, SCALE_RANKS)))
+    parser.add_argument("--scale-out", default=str(RESULTS / "collector_scale.json"))
     args = parser.parse_args()
+    if args.scale_only:
+        scale_section(args.scale_mpi, [int(n) for n in args.scale_ranks.split(",")], Path(args.scale_out))
+        return
     if args.trace_only:
         trace_section(args.nprocs, Path(args.trace_out))
         return

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include "pk_runtime.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -1085,21 +1087,33 @@ static char *header(size_t *len, uint64_t nrows, int host_width, const double cl
     return text;
 }
 
-/* Write the output with MPI-IO, every rank its own part, into PATH.tmp, renamed to PATH once all wrote it:
- * rank 0's header (text, ending with the line "data"), then every rank's records in rank order
- * (ROW doubles each), then every rank's host name (host_width bytes, NUL-padded), then rank 0's trailer (text
- * lines: its time in this function, its peak memory before and at the end [KiB]). Offsets are 64-bit (an
- * exclusive prefix sum of the record counts); no rank holds more than its own records. 0 when written. */
+/* all of buf at offset, whatever the pieces pwrite takes; 0 when written */
+static int write_at(int fd, const void *buf, size_t len, off_t offset) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t done = pwrite(fd, p, len, offset);
+        if (done < 0 && errno == EINTR) continue;
+        if (done <= 0) return 1;
+        p += done, len -= (size_t)done, offset += done;
+    }
+    return 0;
+}
+
+/* Write the output into PATH.tmp, every rank its own part at its own offset, renamed to PATH once all have
+ * written and closed it: rank 0's header (text, ending with the line "data"), then every rank's records in rank
+ * order (ROW doubles each), then every rank's host name (host_width bytes, NUL-padded), then rank 0's trailer
+ * (text lines: its time in this function, its peak memory before and at the end [KiB]). Offsets are 64-bit (an
+ * exclusive prefix sum of the record counts); no rank holds more than its own records. Rank 0 creates the file
+ * before the broadcast of the header's length, which every other rank waits for before opening it. 0 when
+ * written. */
 static int write_output(const char *path, const double *rows, size_t nrows, const double clock[3], long unmatched,
                         long other, double t_start, long peak_before) {
     enum { HOST_WIDTH = MPI_MAX_PROCESSOR_NAME };
     char tmp[4096], host[HOST_WIDTH], *head = NULL;
-    int namelen, bad = nrows > (size_t)INT32_MAX, bad_any = 0;
+    int namelen, bad = 0, bad_any = 0, fd = -1;
     uint64_t mine = nrows, total = 0, before = 0;
     size_t head_len = 0;
-    long long start; /* where the records begin [B] */
-    MPI_Datatype row_type;
-    MPI_File fh;
+    long long start = 0; /* where the records begin [B]; -1: rank 0 could not create the file */
     memset(host, 0, sizeof host);
     PMPI_Get_processor_name(host, &namelen);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -1108,34 +1122,32 @@ static int write_output(const char *path, const double *rows, size_t nrows, cons
     if (world_rank == 0) {
         before = 0; /* MPI_Exscan leaves rank 0's undefined */
         head = header(&head_len, total, HOST_WIDTH, clock, unmatched, other);
-        start = (long long)head_len;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        start = fd < 0 ? -1 : (long long)head_len;
     }
     PMPI_Bcast(&start, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    MPI_Offset hosts_at = (MPI_Offset)start + (MPI_Offset)(total * ROW * sizeof(double));
-    MPI_Offset end_at = hosts_at + (MPI_Offset)world_size * HOST_WIDTH;
-    if (PMPI_File_open(MPI_COMM_WORLD, tmp, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh) != MPI_SUCCESS) {
-        if (world_rank == 0) fprintf(stderr, "perfkit collect: cannot open %s with MPI-IO\n", tmp);
+    if (start < 0) {
+        if (world_rank == 0) fprintf(stderr, "perfkit collect: cannot create %s: %s\n", tmp, strerror(errno));
         free(head);
         return 1;
     }
-    bad |= PMPI_File_set_size(fh, 0) != MPI_SUCCESS;
-    PMPI_Type_contiguous(ROW, MPI_DOUBLE, &row_type);
-    PMPI_Type_commit(&row_type);
-    if (world_rank == 0)
-        bad |= PMPI_File_write_at(fh, 0, head, (int)head_len, MPI_CHAR, MPI_STATUS_IGNORE) != MPI_SUCCESS;
-    bad |= PMPI_File_write_at_all(fh, (MPI_Offset)start + (MPI_Offset)(before * ROW * sizeof(double)), rows,
-                                  bad ? 0 : (int)nrows, row_type, MPI_STATUS_IGNORE) != MPI_SUCCESS;
-    bad |= PMPI_File_write_at_all(fh, hosts_at + (MPI_Offset)world_rank * HOST_WIDTH, host, HOST_WIDTH, MPI_CHAR,
-                                  MPI_STATUS_IGNORE) != MPI_SUCCESS;
-    if (world_rank == 0) {
+    if (world_rank != 0) fd = open(tmp, O_WRONLY);
+    off_t hosts_at = (off_t)start + (off_t)(total * ROW * sizeof(double));
+    off_t end_at = hosts_at + (off_t)world_size * HOST_WIDTH;
+    bad = fd < 0;
+    if (!bad && world_rank == 0) bad |= write_at(fd, head, head_len, 0);
+    off_t rows_at = (off_t)start + (off_t)(before * ROW * sizeof(double));
+    if (!bad) bad |= write_at(fd, rows, nrows * ROW * sizeof(double), rows_at);
+    if (!bad) bad |= write_at(fd, host, HOST_WIDTH, hosts_at + (off_t)world_rank * HOST_WIDTH);
+    if (!bad && world_rank == 0) {
         char trailer[256];
         int n = snprintf(trailer, sizeof trailer, "finalize_seconds %.9g\nfinalize_peak_before_kib %ld\n"
                          "finalize_peak_kib %ld\nend\n", pk_now() - t_start, peak_before, peak_kib());
-        bad |= PMPI_File_write_at(fh, end_at, trailer, n, MPI_CHAR, MPI_STATUS_IGNORE) != MPI_SUCCESS;
+        bad |= write_at(fd, trailer, (size_t)n, end_at);
     }
-    PMPI_Type_free(&row_type);
-    bad |= PMPI_File_close(&fh) != MPI_SUCCESS;
-    PMPI_Allreduce(&bad, &bad_any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (fd >= 0) bad |= close(fd) != 0;
+    if (bad) fprintf(stderr, "perfkit collect: rank %d could not write its part of %s\n", world_rank, tmp);
+    PMPI_Allreduce(&bad, &bad_any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD); /* every part written and closed */
     free(head);
     if (world_rank != 0) return bad_any;
     if (bad_any || rename(tmp, path) != 0) {

@@ -4,16 +4,36 @@
  * calls (and its own block to itself, which is no traffic), then a ring of point-to-point messages: rank i
  * sends ring(i) = 8 * (i + 1) doubles to rank i + 1 (mod N) with MPI_Sendrecv, and rank 0 broadcasts
  * BCAST_N doubles. Rank 0 then writes the truth, computed here and never read from the collector:
- * "p2p sender receiver bytes" and "coll sender receiver bytes" lines into argv[1] (none without it, or "-"). */
+ * "p2p sender receiver bytes" and "coll sender receiver bytes" lines into argv[1] (none without it, or "-"),
+ * and, given argv[2], its own view of MPI_Finalize into that file: the call's duration [s] and the process's
+ * peak resident memory (VmHWM) before and after it [KiB]. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STEPS 3
 #define BCAST_N 5
 
 static int count(int i, int j) { return 1 + (7 * i + 3 * j) % 11; }
+
+static long peak_kib(void) {
+    FILE *fh = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    if (!fh) return -1;
+    while (fgets(line, sizeof line, fh))
+        if (sscanf(line, "VmHWM: %ld", &kib) == 1) break;
+    fclose(fh);
+    return kib;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
 
 int main(int argc, char **argv) {
     int rank, size;
@@ -52,6 +72,14 @@ int main(int argc, char **argv) {
         fclose(fh);
     }
     free(scounts), free(rcounts), free(sdispls), free(rdispls), free(sbuf), free(rbuf), free(out), free(in);
+    long before = peak_kib();
+    double t = now();
     MPI_Finalize();
+    t = now() - t;
+    if (rank == 0 && argc > 2) {
+        FILE *fh = fopen(argv[2], "w");
+        fprintf(fh, "finalize_seconds %.9g\npeak_before_kib %ld\npeak_after_kib %ld\n", t, before, peak_kib());
+        fclose(fh);
+    }
     return 0;
 }
