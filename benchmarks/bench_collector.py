@@ -26,8 +26,9 @@ and bytes written per rank. Writes
 Scale (``--scale-only``): ``tests/collect/programs/alltoallv.c`` (MPI_Alltoallv with a count per pair, a ring of
 messages, a broadcast; rank 0 receives from every other rank, so its partners are N - 1) at 64, 128 and 256
 ranks of one MPI on this machine (MPICH by default: Open MPI did not start 256 ranks here), with --matrices:
-uninstrumented, under the collector, and under the collector as it was before partner tables and MPI-IO output
-(built from git, ``REFERENCE_COMMIT``: rank 0 gathered every rank's records and wrote the file alone). Measured
+uninstrumented, under the collector, and under the collector as it was before partner tables and output
+written in parallel (built from git, ``REFERENCE_COMMIT``: rank 0 gathered every rank's records and wrote the
+file alone). Measured
 on rank 0 by the program around its MPI_Finalize: the call's time and the growth of its peak resident memory
 (VmHWM); by the collector itself (the output's trailer): its time in MPI_Finalize and rank 0's peak before and
 after. The collector's output is checked against the program's truth at every size (every pair's bytes,
@@ -359,9 +360,10 @@ def _reference_library(cc: str, work: Path) -> Path | None:
         (work / name).write_text(text)
     objects = []
     for name in ("pk_runtime.c", "pk_wrappers.c"):
-        subprocess.run([cc, *CFLAGS, "-c", name, "-o", name[:-2] + ".o"], cwd=work, check=True)
+        subprocess.run([cc, *CFLAGS, "-c", name, "-o", name[:-2] + ".o"], cwd=work, check=True, capture_output=True)
         objects.append(name[:-2] + ".o")
-    subprocess.run([cc, "-shared", "-o", "libreference.so", *objects, "-lm", "-lpthread"], cwd=work, check=True)
+    subprocess.run([cc, "-shared", "-o", "libreference.so", *objects, "-lm", "-lpthread"], cwd=work, check=True,
+                   capture_output=True)
     return work / "libreference.so"
 
 
