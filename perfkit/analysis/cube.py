@@ -153,17 +153,24 @@ def evaluate(*arrays: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def run_chunks(ds: xr.Dataset) -> list[xr.Dataset]:
+    """``ds`` cut along ``run`` as its profile is chunked: one Dataset per chunk of runs (``[ds]`` in memory)."""
+    chunks = ds.variables["profile"].chunks
+    if chunks is None or len(chunks[0]) < 2:
+        return [ds]
+    bounds = np.cumsum((0, *chunks[0]))
+    return [ds.isel(run=slice(start, stop)) for start, stop in pairwise(bounds)]
+
+
 def by_run_chunks(ds: xr.Dataset, compute: Callable[[xr.Dataset], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     """``compute(ds)``, on a dask-backed cube one chunk of runs at a time, its arrays joined along their first axis.
 
     ``compute`` returns arrays whose first axis is ``run``, each run's values depending on that run
     alone. Only the tasks of one chunk of runs are ever built, so memory does not grow with runs.
     """
-    chunks = ds.variables["profile"].chunks
-    if chunks is None or len(chunks[0]) < 2:
-        return compute(ds)
-    bounds = np.cumsum((0, *chunks[0]))
-    parts = [compute(ds.isel(run=slice(start, stop))) for start, stop in pairwise(bounds)]
+    parts = [compute(sub) for sub in run_chunks(ds)]
+    if len(parts) == 1:
+        return parts[0]
     return tuple(np.concatenate(arrays, axis=0) for arrays in zip(*parts, strict=True))
 
 

@@ -38,7 +38,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit import text as fmt
-from perfkit.analysis.cube import evaluate, nan_sum, per_rank, with_loaded_coords
+from perfkit.analysis.cube import evaluate, nan_sum, per_rank, run_chunks, with_loaded_coords
 from perfkit.analysis.imbalance import by_node, mpi_share, rank_values, size_summary, slow_ranks, stats_over_ranks
 from perfkit.analysis.phases import call_phases, has_phases, late_rank_list, phase_excess, send_chain
 from perfkit.analysis.pop import pop_from_parts, startup_per_rank
@@ -82,7 +82,7 @@ CAVEATS = {
 
 @dataclass(frozen=True)
 class _Context:
-    """What several finders use, computed once per ``diagnose`` call."""
+    """What several finders use, computed once per chunk of runs of a ``diagnose`` call."""
 
     elapsed: pd.Series  #: elapsed time per run [s]
     ranks: pd.Series  #: number of ranks that exist, per run
@@ -99,31 +99,49 @@ class _Context:
 def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     """Findings for ``run`` (or every run, plus trends across runs), most time at stake first.
 
-    A lazy, dask-backed cube is reduced block by block; only per-rank totals are held.
+    A lazy, dask-backed cube is diagnosed one chunk of runs at a time (``cube.run_chunks``) and
+    reduced block by block: only one chunk's per-rank values (its wait split, its breakdown) are
+    held at once, so memory does not grow with the number of runs.
     """
     runs = [run] if run is not None else [str(r) for r in ds["run"].values]
-    measured = ds["profile"].sel(run=runs, metric="time").notnull().any(("rank", "function")).values
-    empty = [r for r, ok in zip(runs, measured) if not ok]
-    rows: list[dict[str, Any]] = [_empty_finding(ds, r) for r in empty]
-    runs = [r for r in runs if r not in empty]
-    if not runs:
-        return pd.DataFrame(rows, columns=COLUMNS).assign(share=np.nan, severity="info")
     sub = with_loaded_coords(ds.drop_vars("traffic", errors="ignore").sel(run=runs))
-    context = _context(sub)
-    for finder in (_hierarchy_findings, _unexplained_wait_findings, _wait_findings, _imbalance_findings,
-                   _node_findings, _transfer_findings, _share_findings, _size_findings):
-        rows += finder(sub, context)
-    rows += _trace_findings(sub, context, ds)
+    empty: list[dict[str, Any]] = []
+    found: list[list[dict[str, Any]]] = [[] for _ in range(len(_FINDERS) + 1)]
+    elapsed_parts, mpi_parts = [], []
+    for part in run_chunks(sub):
+        measured = part["profile"].sel(metric="time").notnull().any(("rank", "function")).values
+        empty += [_empty_finding(ds, str(r)) for r in part["run"].values[~measured]]
+        if not measured.any():
+            continue
+        rows, times, share = _chunk_findings(part.isel(run=np.flatnonzero(measured)), ds)
+        for kept, new in zip(found, rows):
+            kept += new
+        elapsed_parts.append(times)
+        mpi_parts.append(share)
+    rows = empty + [row for rows in found for row in rows]
+    if not elapsed_parts:
+        return pd.DataFrame(rows, columns=COLUMNS).assign(share=np.nan, severity="info")
+    elapsed = pd.concat(elapsed_parts)
     if run is None:
-        rows += _trend_findings(sub, context)
+        rows += _trend_findings(sub.sel(run=elapsed.index), pd.concat(mpi_parts, ignore_index=True), elapsed)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table["share"] = table["seconds"] / context.elapsed.reindex(table["run"]).to_numpy()
+    table["share"] = table["seconds"] / elapsed.reindex(table["run"]).to_numpy()
     info = table["category"].isin(["mpi_share", "empty"])
     table["severity"] = np.select([info, table["share"] >= HIGH, table["share"] >= MEDIUM],
                                   ["info", "high", "medium"], "low")
     order = table.assign(_key=table["seconds"].round(9), _first=table["category"] != "efficiency")
     order = order.sort_values(["_key", "_first"], ascending=[False, True], kind="stable")
     return table.loc[order.index].reset_index(drop=True)
+
+
+def _chunk_findings(ds: xr.Dataset, full: xr.Dataset) -> tuple[list[list[dict[str, Any]]], pd.Series, pd.DataFrame]:
+    """The findings of each finder (``_FINDERS``, then the trace's) for the runs of ``ds`` (one chunk of
+    runs, every run measured), their elapsed time [s] and ``mpi_share``. ``full`` is the whole Dataset
+    (traffic included). The chunk's per-rank values are freed on return.
+    """
+    context = _context(ds)
+    rows = [finder(ds, context) for finder in _FINDERS]
+    return [*rows, _trace_findings(ds, context, full)], context.elapsed, context.mpi
 
 
 def _context(ds: xr.Dataset) -> _Context:
@@ -536,12 +554,12 @@ def _size_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     return rows
 
 
-def _trend_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
-    """Communication share rising with the process count across runs."""
+def _trend_findings(ds: xr.Dataset, mpi: pd.DataFrame, elapsed: pd.Series) -> list[dict[str, Any]]:
+    """Communication share rising with the process count across runs (``mpi``: ``mpi_share`` of every run)."""
     nprocs = ds["nprocs"].to_pandas()
     if nprocs.nunique() < 2:
         return []
-    table = context.mpi.groupby("run")["elapsed_share"].sum()
+    table = mpi.groupby("run")["elapsed_share"].sum()
     runs = pd.DataFrame({"nprocs": nprocs, "share": table}).dropna()
     if runs["nprocs"].nunique() < 2:
         return []
@@ -555,7 +573,7 @@ def _trend_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
             f"{fmt.plural(per_n.index[-1], 'rank')}.")
     details = (f"Per process count: {steps} ranks. Communication and waiting, not compute, limit strong scaling "
                "beyond the smaller runs.")
-    seconds = float(per_n.iloc[-1] - per_n.iloc[0]) * float(context.elapsed[last])
+    seconds = float(per_n.iloc[-1] - per_n.iloc[0]) * float(elapsed[last])
     return [_row(str(last), "scaling", "Communication share rises with scale", lead, details, seconds)]
 
 
@@ -651,3 +669,8 @@ def _late_receiver_findings(ds: xr.Dataset, run: str, floor: float) -> list[dict
     details = (f"At most {fmt.seconds(float(waits.max()))}, on rank {int(waits.idxmax())} (late receiver): the "
                "library did not buffer the message. Post the receives earlier or send with MPI_Isend.")
     return [_row(run, "late_receiver", "Late receivers", lead, details, mean)]
+
+
+#: The finders run on each chunk of runs, in the order their findings are listed before sorting.
+_FINDERS = (_hierarchy_findings, _unexplained_wait_findings, _wait_findings, _imbalance_findings, _node_findings,
+            _transfer_findings, _share_findings, _size_findings)

@@ -27,11 +27,13 @@ import xarray as xr
 
 import perfkit
 from perfkit import synthetic
+from perfkit.analysis import diagnosis
 from perfkit.analysis.cube import rank_totals
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
 from perfkit.analysis.scaling import scaling
+from perfkit.analysis.waits import split_and_breakdown
 from perfkit.analysis.whatif import SCENARIOS, whatif
 from perfkit.model import METRICS, make_run
 from perfkit.plots.profile import rank_table
@@ -176,7 +178,40 @@ def test_lazy_peak_memory_is_a_few_chunks(name: str, big_store: Path) -> None:
         assert (compute["max"] <= COMPUTE[1]).all() and (compute["min"] >= COMPUTE[0]).all()
 
 
-@pytest.mark.parametrize("name", ["imbalance", "imbalance by kind", "pop_metrics", "scaling", "whatif"])
+def test_diagnose_peak_memory_does_not_grow_with_runs(big_store: Path) -> None:
+    """Three runs of 60,000 ranks are diagnosed with about the peak memory of one: a chunk of runs at a time."""
+    ds = load(big_store, chunks={"rank": BIG_CHUNK})
+    peaks = {}
+    for runs, label in ((1, f"generated-{BIG_RANKS}"), (3, None)):
+        tracemalloc.start()
+        try:
+            diagnose(ds, run=label)
+            peaks[runs] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    split = N_CALLS * 2 * BIG_RANKS * 8  # one run's wait split (rank x call x part)
+    print(f"diagnose: peak {peaks[1] / 1e6:.1f} MB for 1 run, {peaks[3] / 1e6:.1f} MB for 3; "
+          f"one run's wait split {split / 1e6:.1f} MB")
+    assert peaks[3] < peaks[1] + split / 2
+
+
+def test_diagnose_splits_one_chunk_of_runs_at_a_time(small_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-rank wait split and breakdown are computed and held for one chunk of runs at a time."""
+    ds = load(small_store, chunks={"rank": 500})
+    held: list[int] = []
+
+    def recording(sub: xr.Dataset, **kwargs: bool) -> tuple[xr.Dataset | None, xr.Dataset | None]:
+        split, parts = split_and_breakdown(sub, **kwargs)
+        held.append(split.sizes["run"])
+        return split, parts
+
+    monkeypatch.setattr(diagnosis, "split_and_breakdown", recording)
+    found = diagnose(ds)
+    assert held == [1, 1, 1]
+    pd.testing.assert_frame_equal(found, diagnose(load(small_store)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["imbalance", "imbalance by kind", "pop_metrics", "scaling", "whatif", "diagnose"])
 def test_no_task_holds_more_than_one_chunk_of_runs(name: str, small_store: Path) -> None:
     """Every task of the analysis outputs at most one run (the store's run chunk) and at most one
     block of ranks' worth of the cube: memory follows the chunk, whatever the number of runs.
