@@ -45,6 +45,8 @@ class Param:
             if self.array:
                 return "ints_in" if self.const else "ints_out"
             return "int_out" if self.pointer else "int"
+        if self.base in F2C and self.array:
+            return "handles_in"
         if self.base in F2C and not self.pointer:
             return "handle"
         suffix = "array" if self.array else "ptr"
@@ -118,6 +120,13 @@ def fortran_source() -> str:
         "    static MPI_Request *buf;", "    static int cap;",
         "    if (n > cap) { cap = n; buf = realloc(buf, (size_t)n * sizeof(MPI_Request)); }",
         "    for (int i = 0; i < n; i++) buf[i] = MPI_Request_f2c(f[i]);", "    return buf;", "}", "",
+        "/* one handle per member of comm (remote members of an intercommunicator); slot: which argument */",
+        "static MPI_Datatype *pk_f_types(int slot, const MPI_Fint *f, MPI_Comm comm) {",
+        "    static MPI_Datatype *buf[2];", "    static int cap[2];", "    int n, inter;",
+        "    PMPI_Comm_test_inter(comm, &inter);",
+        "    if (inter) PMPI_Comm_remote_size(comm, &n); else PMPI_Comm_size(comm, &n);",
+        "    if (n > cap[slot]) { cap[slot] = n; buf[slot] = realloc(buf[slot], (size_t)n * sizeof(MPI_Datatype)); }",
+        "    for (int i = 0; i < n; i++) buf[slot][i] = MPI_Type_f2c(f[i]);", "    return buf[slot];", "}", "",
         "extern void pmpi_init_(MPI_Fint *ierr);",
         "extern void pmpi_init_thread_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr);",
         "extern void pmpi_finalize_(MPI_Fint *ierr);", "",
@@ -147,7 +156,7 @@ def _f_wrapper(sig: Signature, fid: int) -> list[str]:
     lower = sig.name.lower()
     fparams = [f"{'void' if p.role == 'buffer' else 'MPI_Fint'} *f_{p.name}" for p in ps] + ["MPI_Fint *ierr"]
     n = ps[0].name  # the length of request/status/index arrays (count or incount)
-    before, after, call_args = [], [], []
+    before, after, call_args, arrays = [], [], [], []
     for p in ps:
         f, role = f"f_{p.name}", p.role
         call = f
@@ -160,6 +169,8 @@ def _f_wrapper(sig: Signature, fid: int) -> list[str]:
             before.append(f"    const int *{p.name} = (const int *){f};")
         elif role == "handle":
             before.append(f"    {p.base} {p.name} = {F2C[p.base]}(*{f});")
+        elif role == "handles_in":  # after the communicator, whose size they have
+            arrays.append(f"    const MPI_Datatype *{p.name} = pk_f_types({len(arrays)}, {f}, comm);")
         elif role == "int_out":
             before.append(f"    int {p.name}_c = 0, *{p.name} = &{p.name}_c;")
             shift = f" if ({p.name}_c != MPI_UNDEFINED) {p.name}_c -= 1;" if p.name == "index" else ""
@@ -194,7 +205,7 @@ def _f_wrapper(sig: Signature, fid: int) -> list[str]:
             call = f"fs_{p.name}"
         call_args.append(call)
     proto = f"extern void pmpi_{lower}_({', '.join(fparams)});"
-    body = ["    pk_call pk;", f"    pk_enter(&pk, {fid});", *before]
+    body = ["    pk_call pk;", f"    pk_enter(&pk, {fid});", *before, *arrays]
     if sig.pre:
         body.append("    " + sig.pre.format(fid=fid))
     body.append(f"    pmpi_{lower}_({', '.join([*call_args, 'ierr'])});")

@@ -140,6 +140,12 @@ def _collectives() -> list[Signature]:
                   pre=COLL_WAIT_ALL + "pk_coll_all_v(&pk, sendbuf == MPI_IN_PLACE ? recvcounts : sendcounts, "
                                   "sendbuf == MPI_IN_PLACE ? recvtype : sendtype, 0, recvcounts, recvtype, comm);",
                   collective=True),
+        Signature("Alltoallw", "const void *sendbuf, const int sendcounts[], const int sdispls[], "
+                  "const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], "
+                  "const MPI_Datatype recvtypes[], MPI_Comm comm",
+                  pre=COLL_WAIT_ALL + "pk_coll_all_w(&pk, sendbuf == MPI_IN_PLACE ? recvcounts : sendcounts, "
+                                  "sendbuf == MPI_IN_PLACE ? recvtypes : sendtypes, recvcounts, recvtypes, comm);",
+                  collective=True),
     ]
 
 

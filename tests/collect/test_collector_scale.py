@@ -1,4 +1,4 @@
-"""The collector at scale: an all-to-all with a count per pair over 64 oversubscribed ranks against the truth the
+"""The collector at scale: all-to-alls with a count per pair over 64 oversubscribed ranks against the truth the
 program computes itself (point to point and ``collective_bytes``), through the whole chain (library, MPI-IO
 output, MPInside file, ``perfkit.open_profile``); sparse traffic kept sparse through the written file.
 
@@ -56,11 +56,17 @@ def check_against_truth(ds, truth_file: Path, nranks: int) -> None:
         np.testing.assert_array_equal(got, want, err_msg=quantity)
     # one Sendrecv per pair of the ring; the collectives' bytes leave the message counts alone
     np.testing.assert_array_equal(traffic.sel(quantity="count").values, (expected["bytes"] > 0) * 1.0)
-    # what each rank received by MPI_Alltoallv in the profile = its column of the all-to-all's part of the truth
-    from_alltoallv = expected[COLLECTIVE_BYTES].copy()
-    from_alltoallv[0, 1:] -= 5 * 8  # the Bcast of 5 doubles from rank 0
-    received = ds["profile"].isel(run=0).sel(function="MPI_Alltoallv", metric="bytes_recv").values
-    np.testing.assert_array_equal(received, from_alltoallv.sum(axis=0))
+    # each rank's bytes received by MPI_Alltoallv (3 calls of ints) and MPI_Alltoallw (ints or doubles by the
+    # pair) in the profile, from the program's counts; with the Bcast's 5 doubles they make collective_bytes
+    i, j = np.meshgrid(np.arange(nranks), np.arange(nranks), indexing="ij")
+    count = np.where(i != j, 1 + (7 * i + 3 * j) % 11, 0)
+    profile = ds["profile"].isel(run=0)
+    per_call = {"MPI_Alltoallv": 3 * 4 * count, "MPI_Alltoallw": count * np.where((i + j) % 2, 8, 4)}
+    for call, pairs in per_call.items():
+        np.testing.assert_array_equal(profile.sel(function=call, metric="bytes_recv").values, pairs.sum(axis=0))
+    bcast = np.zeros((nranks, nranks))
+    bcast[0, 1:] = 5 * 8
+    np.testing.assert_array_equal(sum(per_call.values()) + bcast, expected[COLLECTIVE_BYTES])
 
 
 @pytest.mark.skipif(NO_MPI is not None, reason=f"MPI: {NO_MPI}")

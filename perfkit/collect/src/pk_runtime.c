@@ -750,7 +750,7 @@ static void coll_account(pk_call *c, double sent, double recv) {
 /* Collective bytes per pair (with --matrices), recorded by the receiving rank as point-to-point bytes are:
  * what the call's arguments say each member receives from each other member. Bcast and Scatter(v): each
  * member from the root; Reduce and Gather(v): the root from each member (a reduction as if every member sent
- * its buffer to the root); Allgather(v), Alltoall(v), Reduce_scatter_block: each member from each other. Not
+ * its buffer to the root); Allgather(v), Alltoall(v/w), Reduce_scatter_block: each member from each other. Not
  * per pair (the payload between two members is the algorithm's): Allreduce, Reduce_scatter, Scan, Exscan,
  * non-blocking collectives; rooted collectives on intercommunicators. A member's own block is not traffic. */
 static void coll_from(pk_rec *r, int rank, double bytes) {
@@ -821,6 +821,24 @@ void pk_coll_all_v(pk_call *c, const int scounts[], MPI_Datatype stype, double s
         sent += scounts ? (double)scounts[i] * ss : sent_each;
         recv += (double)rcounts[i] * rs;
         coll_from(r, i, (double)rcounts[i] * rs);
+    }
+    coll_account(c, sent, recv);
+}
+
+/* Alltoallw: a count and a type per member, each way */
+void pk_coll_all_w(pk_call *c, const int scounts[], const MPI_Datatype stypes[], const int rcounts[],
+                   const MPI_Datatype rtypes[], MPI_Comm comm) {
+    if (c->fid < 0) return;
+    pk_rec *r = comm_rec(comm);
+    int me = -1;
+    if (!r->inter) PMPI_Comm_rank(comm, &me);
+    double sent = 0, recv = 0;
+    for (int i = 0; i < r->size; i++) {
+        if (i == me) continue;
+        double in = (double)rcounts[i] * pk_tsize(rtypes[i]);
+        sent += (double)scounts[i] * pk_tsize(stypes[i]);
+        recv += in;
+        coll_from(r, i, in);
     }
     coll_account(c, sent, recv);
 }

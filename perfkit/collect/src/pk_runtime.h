@@ -56,6 +56,8 @@ void pk_coll_rooted_v(pk_call *c, const int counts[], MPI_Datatype type, double 
 void pk_coll_all(pk_call *c, double sent_each, double recv_each, MPI_Comm comm, int to_all);
 void pk_coll_all_v(pk_call *c, const int scounts[], MPI_Datatype stype, double sent_each, const int rcounts[],
                    MPI_Datatype rtype, MPI_Comm comm);
+void pk_coll_all_w(pk_call *c, const int scounts[], const MPI_Datatype stypes[], const int rcounts[],
+                   const MPI_Datatype rtypes[], MPI_Comm comm);
 
 /* communicators */
 void pk_comm_new(pk_call *c, MPI_Comm comm);

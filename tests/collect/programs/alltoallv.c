@@ -1,7 +1,8 @@
 /* An all-to-all with a different count per pair, plus point to point, and the truth of both per pair.
  *
  * Rank i sends rank j (j != i) count(i, j) = 1 + (7 * i + 3 * j) % 11 ints in each of STEPS MPI_Alltoallv
- * calls (and its own block to itself, which is no traffic), then a ring of point-to-point messages: rank i
+ * calls (and its own block to itself, which is no traffic), then once count(i, j) elements of type(i, j) (ints
+ * or doubles by the pair) in an MPI_Alltoallw, then a ring of point-to-point messages: rank i
  * sends ring(i) = 8 * (i + 1) doubles to rank i + 1 (mod N) with MPI_Sendrecv, and rank 0 broadcasts
  * BCAST_N doubles. Rank 0 then writes the truth, computed here and never read from the collector:
  * "p2p sender receiver bytes" and "coll sender receiver bytes" lines into argv[1] (none without it, or "-"),
@@ -17,6 +18,8 @@
 #define BCAST_N 5
 
 static int count(int i, int j) { return 1 + (7 * i + 3 * j) % 11; }
+static MPI_Datatype type(int i, int j) { return (i + j) % 2 ? MPI_DOUBLE : MPI_INT; }
+static size_t type_size(int i, int j) { return (i + j) % 2 ? sizeof(double) : sizeof(int); }
 
 static long peak_kib(void) {
     FILE *fh = fopen("/proc/self/status", "r");
@@ -53,6 +56,16 @@ int main(int argc, char **argv) {
     for (int k = 0; k < STEPS; k++)
         MPI_Alltoallv(sbuf, scounts, sdispls, MPI_INT, rbuf, rcounts, rdispls, MPI_INT, MPI_COMM_WORLD);
 
+    MPI_Datatype *stypes = malloc(size * sizeof(MPI_Datatype)), *rtypes = malloc(size * sizeof(MPI_Datatype));
+    size_t sbytes = 0, rbytes = 0;
+    for (int j = 0; j < size; j++) { /* byte displacements */
+        stypes[j] = type(rank, j), rtypes[j] = type(j, rank);
+        sdispls[j] = (int)sbytes, sbytes += scounts[j] * type_size(rank, j);
+        rdispls[j] = (int)rbytes, rbytes += rcounts[j] * type_size(j, rank);
+    }
+    char *swbuf = calloc(sbytes, 1), *rwbuf = calloc(rbytes, 1);
+    MPI_Alltoallw(swbuf, scounts, sdispls, stypes, rwbuf, rcounts, rdispls, rtypes, MPI_COMM_WORLD);
+
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     int n_out = 8 * (rank + 1), n_in = 8 * (prev + 1);
     double *out = calloc(n_out, sizeof(double)), *in = calloc(n_in, sizeof(double)), b[BCAST_N] = {0};
@@ -64,7 +77,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < size; i++) {
             if (size > 1) fprintf(fh, "p2p %d %d %zu\n", i, (i + 1) % size, 8 * (size_t)(i + 1) * sizeof(double));
             for (int j = 0; j < size; j++) {
-                size_t bytes = i == j ? 0 : (size_t)STEPS * count(i, j) * sizeof(int);
+                size_t bytes = i == j ? 0 : (STEPS * sizeof(int) + type_size(i, j)) * count(i, j);
                 if (i == 0 && j != 0) bytes += BCAST_N * sizeof(double);
                 if (bytes) fprintf(fh, "coll %d %d %zu\n", i, j, bytes);
             }
@@ -72,6 +85,7 @@ int main(int argc, char **argv) {
         fclose(fh);
     }
     free(scounts), free(rcounts), free(sdispls), free(rdispls), free(sbuf), free(rbuf), free(out), free(in);
+    free(stypes), free(rtypes), free(swbuf), free(rwbuf);
     long before = peak_kib();
     double t = now();
     MPI_Finalize();
