@@ -118,6 +118,12 @@ class _Parsed:
     stray: int = 0  # <func>/<hent> outside a <region>/<hash>
 
 
+def _line_count(path: Path) -> int:
+    """Number of lines of the file (error path only)."""
+    with open(path, "rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b"")) + 1
+
+
 def _parse(path: Path) -> _Parsed:
     """Stream ``path`` once, reading each ``<task>`` subtree at its end and then clearing it."""
     if path.stat().st_size == 0:
@@ -135,6 +141,8 @@ def _parse(path: Path) -> _Parsed:
             line, column = exc.position
             reason = re.sub(r": line \d+, column \d+$", "", str(exc))
             message = f"not well-formed or truncated XML: {reason} (column {column})"
+            if line >= _line_count(path):  # the document ends before its elements close
+                message = f"truncated at line {line}: the XML ends inside its elements ({reason})"
             raise PerfkitFormatError(path, line, message) from None
         except LookupError as exc:  # an XML declaration naming an encoding Python does not know
             raise PerfkitFormatError(path, _line_of(path, b"encoding="), f"XML declaration: {exc}") from None

@@ -562,8 +562,10 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any], hosts: 
     sizes: list[SizeTable] = []
     matrices: dict[str, Entries] = {}
     warnings: list[str] = []
+    last_is_size = False
     for block in blocks:
         title = " ".join(block.title.lower().split())
+        last_is_size = False
         key = next((m for t, m in _RANK_TABLES.items() if title.startswith(t)), None)
         if key is not None:
             if key in tables:
@@ -572,6 +574,7 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any], hosts: 
             tables[key] = _read_rank_table(block, key, path)
         elif match := _SIZES.match(title):
             sizes.append(_read_size_table(block, match, path))
+            last_is_size = True
         elif _MATRIX.match(block.title):
             name, entries = _read_matrix(block, path)
             if name in matrices:
@@ -581,7 +584,26 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any], hosts: 
             warnings.append(f"line {block.line}: skipped unknown block '{block.title}'")
     if "time" not in tables:
         raise PerfkitFormatError(path, None, "no '>>>> Communication time totals (s) <<<<' table found")
+    if last_is_size:
+        _check_not_cut(path, sizes, tables["time"].ranks)
     return _build(path, tables, sizes, matrices, warnings, meta, hosts)
+
+
+def _check_not_cut(path: Path, sizes: list[SizeTable], ranks: np.ndarray) -> None:
+    """Refuse a file that ends inside its per-rank size distributions: MPInside writes them rank by rank
+    before its matrices, so a file ending after those of its first ranks (two or more, in order), with
+    ranks left or the last rank lacking a statistic the others have, was cut."""
+    order = list(dict.fromkeys(t.rank for t in sizes))
+    stats = {(t.rank, t.stat) for t in sizes}
+    kinds = {stat for _, stat in stats}
+    if len(order) < 2 or order != ranks[: len(order)].tolist():
+        return
+    if len(order) == ranks.size and len(stats) == len(order) * len(kinds):
+        return
+    line = line_at(path, max(path.stat().st_size - 1, 0))
+    raise PerfkitFormatError(path, line, f"truncated at line {line}: the file ends inside the size distributions "
+                                         f"(after rank {order[-1]}'s; {len(order)} of {ranks.size} ranks have "
+                                         "one)")
 
 
 def _build(path: Path, tables: dict[str, RankTable], sizes: list[SizeTable],

@@ -18,10 +18,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+
 from perfkit.errors import PerfkitFormatError
 from perfkit.options import too_big
 
 SUPPORTED_MAJOR = (2, 3)
+#: Longest line read [B]: mpiP's lines (a command line, a call site's file path) are far shorter.
+MAX_LINE = 65536
 
 _HEADING = re.compile(r"^@--- (.*?)\s*-*\s*$")
 _COUNTED = re.compile(r"^(.*?):\s*(\d+)$")
@@ -143,6 +147,7 @@ def scan(path: Path) -> Report:
     """Split the report into header facts and sections; check the frame (header, end marker)."""
     raw, stamp = _read_checked(path)
     data = _normalised(raw)
+    _check_line_lengths(path, data)
     source = Source(path, data, stamp)
     found = _NOT_SPACE.search(data)
     begin = found.start() if found else len(data)
@@ -167,6 +172,23 @@ def scan(path: Path) -> Report:
         heading = following
     lines = data.count(b"\n") + (data[-1:] != b"\n")
     raise fail(path, lines, f"truncated at line {lines}: the file ends without the '@--- End of Report' heading")
+
+
+def _check_line_lengths(path: Path, data: bytes, chunk: int = 1 << 24) -> None:
+    """Refuse a line longer than ``MAX_LINE`` bytes, naming it (the newlines are found ``chunk`` bytes at a time)."""
+    last = -1  # offset of the newline ending the previous line
+    for start in range(0, len(data), chunk):
+        view = np.frombuffer(data, np.uint8, count=min(chunk, len(data) - start), offset=start)
+        ends = np.append(np.flatnonzero(view == 0x0A) + start, start + view.size)  # the chunk's end: a running line
+        lengths = np.diff(ends, prepend=last) - 1
+        k = int(np.argmax(lengths))
+        if lengths[k] > MAX_LINE:
+            begin = int(ends[k] - lengths[k])
+            line = data.count(b"\n", 0, begin) + 1
+            raise fail(path, line, f"line {line} is longer than {MAX_LINE:,} bytes (no mpiP report line is): "
+                                   f"starts {data[begin:begin + 40].decode('utf-8', errors='replace')!r}")
+        if ends.size > 1:
+            last = int(ends[-2])
 
 
 def _next_heading(data: Text, start: int) -> int:
