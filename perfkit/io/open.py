@@ -18,8 +18,9 @@ import xarray as xr
 
 from perfkit.errors import PerfkitFormatError, PerfkitWarning
 from perfkit.io.cluster import active_client
+from perfkit.io.compressed import compression, decompressed, plain_name
 from perfkit.io.mpip import run_stem
-from perfkit.io.registry import get_format, sniff_format
+from perfkit.io.registry import SNIFF_BYTES, claimed, get_format, sniff_format
 from perfkit.model import RUN_FIELDS, RUN_OPTIONAL, combine_runs, read_warnings
 
 SIDECAR_SUFFIX = ".perfkit.json"
@@ -28,9 +29,10 @@ Metadata = Mapping[str, Mapping[str, Any]] | Callable[[Path], Mapping[str, Any]]
 
 
 def sidecar_metadata(path: str | PathLike) -> dict[str, Any]:
-    """Run metadata from ``<file>.perfkit.json`` (or ``<dir>/perfkit.json``) beside a profile."""
+    """Run metadata from ``<file>.perfkit.json`` (or ``<dir>/perfkit.json``) beside a profile (for
+    ``r.mpiP.gz``, ``r.mpiP.gz.perfkit.json`` or else ``r.mpiP.perfkit.json``)."""
     path = Path(path)
-    candidates = [path.with_name(path.name + SIDECAR_SUFFIX)]
+    candidates = [path.with_name(name + SIDECAR_SUFFIX) for name in dict.fromkeys((path.name, plain_name(path)))]
     if path.is_dir():
         candidates.append(path / "perfkit.json")
     for cand in candidates:
@@ -52,14 +54,24 @@ def sidecar_metadata(path: str | PathLike) -> dict[str, Any]:
 def open_profile(path: str | PathLike, format: str | None = None, **run_metadata: Any) -> xr.Dataset:
     """Read one run's profile into the canonical Dataset.
 
-    ``format`` is sniffed from content when None. Metadata precedence: what the file states,
+    ``format`` is sniffed from content when None. A gzip, bzip2 or xz file is read as the text it
+    holds (``r.mpiP.gz`` as ``r.mpiP``); UTF-16 text is refused, saying so. Metadata precedence: what the file states,
     then ``run_metadata``, then a sidecar ``<file>.perfkit.json``; nothing is invented.
     """
     path = Path(path)
-    name = format or sniff_format(path)
     meta = {**sidecar_metadata(path), **run_metadata}
-    meta.setdefault("label", run_stem(path) if path.is_file() else path.name)
     meta.setdefault("source", str(path))
+    head = b""
+    if path.is_file():
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    raw = get_format(format).packed if format else claimed(path, head) is not None
+    if compression(head) and not raw:  # gzip, bzip2, xz text: read from a decompressed temporary copy
+        with decompressed(path, head) as plain:
+            meta.setdefault("label", run_stem(plain))
+            return get_format(format or sniff_format(plain)).reader()(plain, **meta)
+    name = format or sniff_format(path)
+    meta.setdefault("label", run_stem(path) if path.is_file() else path.name)
     return get_format(name).reader()(path, **meta)
 
 

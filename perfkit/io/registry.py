@@ -14,16 +14,19 @@ import numpy as np
 import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
+from perfkit.io.compressed import compression, decompressed_head, encoding_refusal
 
 SNIFF_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
 class Format:
-    """A profile format: its name, the module holding ``read`` and ``sniff``."""
+    """A profile format: its name, the module holding ``read`` and ``sniff``; ``packed``: its reader
+    takes compressed files itself (a CUBE ``.tar.gz``), else they are decompressed for it."""
 
     name: str
     module: str
+    packed: bool = False
 
     def reader(self) -> Callable[..., xr.Dataset]:
         """The module's ``read(path, **run_metadata) -> Dataset``, its result checked by ``check_values``."""
@@ -46,7 +49,7 @@ FORMATS: dict[str, Format] = {
         Format("mpinside", "perfkit.io.mpinside"),
         Format("mpip", "perfkit.io.mpip"),
         Format("ipm", "perfkit.io.ipm"),
-        Format("cube", "perfkit.io.cube"),
+        Format("cube", "perfkit.io.cube", packed=True),
         Format("otf2", "perfkit.io.otf2"),
     )
 }
@@ -108,7 +111,9 @@ def available_formats() -> list[str]:
 
 
 def sniff_format(path: str | PathLike) -> str:
-    """Name of the format of ``path``, judged from its content."""
+    """Name of the format of ``path``, judged from its content: as it is first (a CUBE ``.tar.gz`` is read
+    so), then decompressed when it is gzip, bzip2 or xz data; UTF-16 text or a byte-order mark refused,
+    saying so."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
@@ -118,11 +123,24 @@ def sniff_format(path: str | PathLike) -> str:
             head = fh.read(SNIFF_BYTES)
         if not head:
             raise PerfkitFormatError(path, None, "the file is empty")
-    tried = available_formats()
-    for name in tried:
-        if FORMATS[name].sniff(path, head):
-            return name
-    raise PerfkitFormatError(path, None, f"not a recognised profile format (tried: {', '.join(tried)})")
+    name = claimed(path, head) if not encoding_refusal(head) else None
+    packed = compression(head)
+    if packed and not name:
+        head = decompressed_head(path, head, SNIFF_BYTES)
+        if not head:
+            raise PerfkitFormatError(path, None, f"the file is empty once {packed}-decompressed")
+    refusal = encoding_refusal(head)
+    if refusal:
+        raise PerfkitFormatError(path, 1, refusal)
+    name = name or claimed(path, head)
+    if name:
+        return name
+    raise PerfkitFormatError(path, None, f"not a recognised profile format (tried: {', '.join(available_formats())})")
+
+
+def claimed(path: Path, head: bytes) -> str | None:
+    """The first format whose sniffer takes ``path`` with first bytes ``head``, or None."""
+    return next((name for name in available_formats() if FORMATS[name].sniff(path, head)), None)
 
 
 def get_format(name: str) -> Format:
