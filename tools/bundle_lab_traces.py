@@ -5,8 +5,9 @@ Usage: python tools/bundle_lab_traces.py
 Each scenario runs on 8 ranks of an emulated 4-node cluster (2 cores per node, 200 Mbit/s links)
 whose nodes' monotonic clocks read 2 s apart (``Testbed(clock_skew=2)``), under ``perfkit collect
 --slt --collective-wait --matrices --trace``. Kept per scenario: the profile (MPInside text), its OTF2
-archive, and the lab's truth of that very run (``.realised.truth.nc``: the ranks' recorded compute
-intervals put on one clock with the injected offsets) and of its parameters (``.truth.nc``).
+archive, the ranks' compute intervals as the program recorded them (``.compute.<rank>``: start and end
+[s], put on one clock with the injected offsets), and the lab's truth of that very run
+(``.realised.truth.nc``) and of its parameters (``.truth.nc``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from perfkit.collect import lab
 from perfkit.collect.testbed import Testbed
@@ -43,6 +46,12 @@ def main() -> None:
             name = run.path.name
             for suffix in ("", ".truth.nc", ".realised.truth.nc"):
                 shutil.copy(run.path.with_name(name + suffix), TARGET / (name + suffix))
+            offsets = tb.clock_offsets()  # the recorded compute intervals, on one clock
+            hosts = [str(h) for h in run.profile["host"].isel(run=0).values]
+            record = run.path.with_suffix(".compute")
+            for rank, host in enumerate(hosts):
+                rows = np.loadtxt(f"{record}.{rank}", ndmin=2) - offsets[host]
+                np.savetxt(TARGET / f"{record.name}.{rank}", rows, fmt="%.9f")
             if (TARGET / (name + ".otf2")).exists():
                 shutil.rmtree(TARGET / (name + ".otf2"))
             shutil.copytree(run.trace, TARGET / (name + ".otf2"))

@@ -53,9 +53,11 @@ def get_scenario(name: str) -> Scenario:
         raise KeyError(f"unknown lab scenario {name!r}; known: {sorted(SCENARIOS)}") from None
 
 
-def realise(program: list[list[Op]], realised: Sequence[Sequence[tuple[float, float]]]) -> list[list[Op]]:
+def realise(program: list[list[Op]], realised: Sequence[Sequence[tuple[float, float]]], *,
+            timeline: bool = True) -> list[list[Op]]:
     """``program`` with its Compute ops replaced, rank by rank and in order, by the ``realised``
-    (start, end) intervals [s], counted from the earliest start."""
+    (start, end) intervals [s], counted from the earliest start; without ``timeline`` by their
+    durations only (a rank computes again as soon as what it waits for allows)."""
     if len(realised) != len(program):
         raise ValueError(f"realised intervals for {len(realised)} ranks, the program has {len(program)}")
     starts = [s for intervals in realised for s, _ in intervals]
@@ -70,21 +72,24 @@ def realise(program: list[list[Op]], realised: Sequence[Sequence[tuple[float, fl
         for op in ops:
             if isinstance(op, Compute):
                 start, end = next(it)
-                op = Compute(end - start, until=end - origin)
+                op = Compute(end - start, until=end - origin if timeline else None)
             new.append(op)
         out.append(new)
     return out
 
 
 def truth(scenario: str, nprocs: int, *, realised: Sequence[Sequence[tuple[float, float]]] | None = None,
-          **params: Any) -> xr.Dataset:
+          ideal_network: bool = False, **params: Any) -> xr.Dataset:
     """The ground truth of ``scenario`` on ``nprocs`` ranks with ``params`` (defaults filled in);
-    ``realised``: per rank, the (start, end) [s] of each compute a run actually had, in program order."""
+    ``realised``: per rank, the (start, end) [s] of each compute a run actually had, in program order.
+    ``ideal_network`` (with ``realised``): the run's compute durations only, not when they ended, so
+    that every delay between them other than waiting for a partner's compute is gone: the run
+    replayed on an ideal network (its ``end`` is the ideal-network elapsed time POP defines)."""
     sc = get_scenario(scenario)
     p = sc.params(**params)
     program = sc.program(nprocs, p)
     if realised is not None:
-        program = realise(program, realised)
+        program = realise(program, realised, timeline=not ideal_network)
     tr = simulate(program)
     ranks = np.arange(nprocs)
     funcs = tr.functions
@@ -126,7 +131,7 @@ def truth(scenario: str, nprocs: int, *, realised: Sequence[Sequence[tuple[float
         "model": MODEL,
         "unavailable": unavailable,
         "outcome": outcome,
-        "basis": "prescribed" if realised is None else "realised",
+        "basis": "prescribed" if realised is None else "realised, ideal network" if ideal_network else "realised",
     }
     return ds
 
