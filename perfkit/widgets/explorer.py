@@ -91,6 +91,11 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
         from perfkit.widgets.placement import placement_panel  # the placement tab lives in its own module
 
         _add_tab(tabs, "placement", _once(lambda: placement_panel(ds, state, rerun=rerun, link_rate=link_rate)))
+    if "timeline" in ds:
+        from perfkit.widgets.timeline import timeline_control, timeline_view  # a trace's tab, in its own module
+
+        columns = timeline_control(ds)
+        _add_tab(tabs, "timeline", lambda run, n: timeline_view(ds, run, n), state.param.run, columns, header=columns)
     n_runs = ds.sizes["run"]
     title = pn.pane.Markdown(f"### perfkit explorer: {n_runs} run{'s' * (n_runs > 1)}")
     return pn.Column(title, *controls, selection_controls(profiles, state), tabs, sizing_mode="stretch_width")
