@@ -244,12 +244,15 @@ def traffic_entries(ds: xr.Dataset, run: str, quantity: str, first: int = 0,
                     last: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Non-zero finite entries (row, column, value) of one run's matrix between positions ``first:last``.
 
-    Sparse traffic is filtered on its coordinates, never densified.
+    Sparse traffic (also dask of sparse blocks, as a lazily loaded store holds it) is filtered on its
+    coordinates, never densified.
     """
     data = ds["traffic"].transpose(*TRAFFIC_DIMS).data
     i_run = int(np.flatnonzero(ds["run"].values == run)[0])
     i_q = int(np.flatnonzero(ds["quantity"].values == quantity)[0])
     last = data.shape[1] if last is None else last
+    if hasattr(data, "dask"):  # a lazily loaded store: this run's block only (sparse.COO when stored sparse)
+        data, i_run = data[i_run:i_run + 1].compute(), 0
     if isinstance(data, sparse.SparseArray):
         coo = data if isinstance(data, sparse.COO) else sparse.COO(data)
         run_of, rows, cols, q_of = coo.coords
