@@ -99,6 +99,7 @@ typedef struct {
     int *cw_fid, cw_n;
     double coll_each;                /* comms: collective bytes received from every other member, not yet
                                         spread over the partners [B] (uniform collectives, see coll_spread) */
+    int coll_me;                     /* comms: this rank's rank in it (-1 for an intercommunicator) */
     unsigned long long rid;          /* requests: the trace's id of the current operation */
 } pk_rec;
 
@@ -293,13 +294,22 @@ static void cw_settle(pk_rec *r);
  * collective costs one addition per call whatever the communicator's size. */
 static void coll_spread(pk_rec *r) {
     if (!opt_mat || r->coll_each == 0) return;
-    int me = -1;
-    if (!r->inter) PMPI_Comm_rank(r->comm, &me);
     for (int i = 0; i < r->size; i++) {
-        int w = to_world(r, i);
-        if (i != me && w >= 0) partner(w)->coll += r->coll_each;
+        int w = to_world(r, i); /* from the map made by coll_uniform: the communicator may be gone */
+        if (i != r->coll_me && w >= 0) partner(w)->coll += r->coll_each;
     }
     r->coll_each = 0;
+}
+
+/* bytes received from every other member of r, spread at coll_spread; what it needs is taken now */
+static void coll_uniform(pk_rec *r, double bytes) {
+    if (!opt_mat || bytes == 0) return;
+    if (r->coll_each == 0) {
+        r->coll_me = -1;
+        if (!r->inter) PMPI_Comm_rank(r->comm, &r->coll_me);
+        to_world(r, 0); /* the map to world ranks */
+    }
+    r->coll_each += bytes;
 }
 
 void pk_comm_free(pk_call *c, MPI_Comm comm) {
@@ -775,7 +785,7 @@ void pk_coll_rooted(pk_call *c, double bytes_each, int root, MPI_Comm comm, int 
     if (me != root && root_sends)
         coll_from(r, root, bytes_each);
     else if (me == root && !root_sends)
-        r->coll_each += bytes_each;
+        coll_uniform(r, bytes_each);
 }
 
 void pk_coll_rooted_v(pk_call *c, const int counts[], MPI_Datatype type, double own_bytes, int root, MPI_Comm comm,
@@ -806,7 +816,7 @@ void pk_coll_all(pk_call *c, double sent_each, double recv_each, MPI_Comm comm, 
     pk_rec *r = comm_rec(comm);
     double k = to_all ? (double)(r->inter ? r->size : r->size - 1) : 1.0;
     coll_account(c, sent_each * k, recv_each * k);
-    if (to_all && opt_mat) r->coll_each += recv_each;
+    if (to_all) coll_uniform(r, recv_each);
 }
 
 void pk_coll_all_v(pk_call *c, const int scounts[], MPI_Datatype stype, double sent_each, const int rcounts[],

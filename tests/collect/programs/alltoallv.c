@@ -2,7 +2,8 @@
  *
  * Rank i sends rank j (j != i) count(i, j) = 1 + (7 * i + 3 * j) % 11 ints in each of STEPS MPI_Alltoallv
  * calls (and its own block to itself, which is no traffic), then once count(i, j) elements of type(i, j) (ints
- * or doubles by the pair) in an MPI_Alltoallw, then a ring of point-to-point messages: rank i
+ * or doubles by the pair) in an MPI_Alltoallw, then an MPI_Allgather of 2 ints among the ranks of its parity
+ * (a communicator split off and freed), then a ring of point-to-point messages: rank i
  * sends ring(i) = 8 * (i + 1) doubles to rank i + 1 (mod N) with MPI_Sendrecv, and rank 0 broadcasts
  * BCAST_N doubles. Rank 0 then writes the truth, computed here and never read from the collector:
  * "p2p sender receiver bytes" and "coll sender receiver bytes" lines into argv[1] (none without it, or "-"),
@@ -66,6 +67,12 @@ int main(int argc, char **argv) {
     char *swbuf = calloc(sbytes, 1), *rwbuf = calloc(rbytes, 1);
     MPI_Alltoallw(swbuf, scounts, sdispls, stypes, rwbuf, rcounts, rdispls, rtypes, MPI_COMM_WORLD);
 
+    MPI_Comm parity;
+    int pair[2] = {rank, rank}, *gathered = malloc(size * 2 * sizeof(int));
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &parity);
+    MPI_Allgather(pair, 2, MPI_INT, gathered, 2, MPI_INT, parity);
+    MPI_Comm_free(&parity);
+
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     int n_out = 8 * (rank + 1), n_in = 8 * (prev + 1);
     double *out = calloc(n_out, sizeof(double)), *in = calloc(n_in, sizeof(double)), b[BCAST_N] = {0};
@@ -78,6 +85,7 @@ int main(int argc, char **argv) {
             if (size > 1) fprintf(fh, "p2p %d %d %zu\n", i, (i + 1) % size, 8 * (size_t)(i + 1) * sizeof(double));
             for (int j = 0; j < size; j++) {
                 size_t bytes = i == j ? 0 : (STEPS * sizeof(int) + type_size(i, j)) * count(i, j);
+                if (i != j && i % 2 == j % 2) bytes += 2 * sizeof(int);
                 if (i == 0 && j != 0) bytes += BCAST_N * sizeof(double);
                 if (bytes) fprintf(fh, "coll %d %d %zu\n", i, j, bytes);
             }
@@ -85,7 +93,7 @@ int main(int argc, char **argv) {
         fclose(fh);
     }
     free(scounts), free(rcounts), free(sdispls), free(rdispls), free(sbuf), free(rbuf), free(out), free(in);
-    free(stypes), free(rtypes), free(swbuf), free(rwbuf);
+    free(stypes), free(rtypes), free(swbuf), free(rwbuf), free(gathered);
     long before = peak_kib();
     double t = now();
     MPI_Finalize();
