@@ -164,3 +164,15 @@ def test_efficiency_tab_shows_the_pop_table_and_the_series(series):
     assert f"{float(pop['load_balance'].sel(run='96/slt')):.2f}" in html
     assert "Serialisation efficiency" in html and "m = modelled" in html
     assert len(view.select(pn.pane.HoloViews)) == 1
+
+
+def test_per_rank_view_reads_profiles_without_traffic(series, monkeypatch):
+    """Selecting ranks of a sparse traffic cube compiles numba kernels (90 s on a loaded 2-core machine):
+    the per-rank view is drawn from the profiles alone."""
+    import perfkit.widgets.ranks as ranks
+
+    seen = []
+    table = ranks.rank_table
+    monkeypatch.setattr(ranks, "rank_table", lambda ds, *a, **kw: seen.append("traffic" in ds) or table(ds, *a, **kw))
+    explore(series).get_root()
+    assert seen == [False]
