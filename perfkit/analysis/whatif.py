@@ -36,6 +36,13 @@ it: ``D' = D`` (untouched) and ``D' = 0`` for ``balance`` and ``drop_slowest``,
 busiest transferring rank's transfer time). Estimated waits (``estimated``) add the error of the
 wait split, which the interval does not cover.
 
+A trace (``replay_elapsed``, ``perfkit.io.otf2.replay``) answers ``perfect_network`` without the
+model: its events replayed on an ideal network give the runtime the run would have had, every
+message instant and every wait for a partner's transfer gone, with the waits for a partner's
+compute kept where the trace put them. The saving is then POP's ``elapsed - ideal_elapsed`` of the
+parallel region (``perfkit.analysis.pop``), ``speedup_low = speedup_high = speedup`` and ``basis``
+says ``replayed`` (``modelled`` for everything else).
+
 Limits: transfer time includes MPI's software overhead (a perfect network removes it too); no
 change of the communication pattern, of message counts or of the critical path is modelled.
 ``docs/imbalance.md`` lists the prediction errors against the synthetic generator.
@@ -50,6 +57,7 @@ import numpy as np
 import xarray as xr
 
 from perfkit.analysis.cube import with_loaded_coords
+from perfkit.analysis.pop import pop_metrics
 from perfkit.analysis.waits import WAIT_KINDS, breakdown
 
 Scenario = Literal["perfect_network", "network", "compute", "balance", "drop_slowest"]
@@ -63,8 +71,9 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
 
     Returns a Dataset with ``before`` and ``after`` (run, rank, kind) [s], ``elapsed_before``,
     ``elapsed_after``, ``saving`` [s], ``speedup``, ``speedup_low`` and ``speedup_high`` (run),
-    ``dynamic_imbalance`` (run) [s] and
-    ``estimated`` (run: waits estimated, see ``waits.wait_split``). ``k`` is the factor of
+    ``dynamic_imbalance`` (run) [s],
+    ``estimated`` (run: waits estimated, see ``waits.wait_split``) and ``basis`` (run: ``replayed`` where
+    a trace's replay gave the answer, else ``modelled``). ``k`` is the factor of
     ``network`` and ``compute`` and the number of ranks for ``drop_slowest`` (unless ``ranks``).
     A dask-backed cube is reduced to the per-rank breakdown block by block.
     """
@@ -88,13 +97,20 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
     elapsed_after = longest + after_dynamic
     after = xr.concat([after_busy, _waits(before, elapsed_after - busy_after)], dim="kind").sel(kind=before["kind"])
     kept, gone = _dynamic_range(before, dynamic, scenario, k)
+    low, high = elapsed / (longest + kept), elapsed / (longest + gone)
+    replayed = _replayed_saving(ds) if scenario == "perfect_network" else xr.full_like(elapsed, np.nan)
+    exact = replayed.notnull()
+    if exact.any():
+        elapsed_after = (elapsed - replayed).where(exact, elapsed_after)
+        after = xr.concat([after_busy, _waits(before, elapsed_after - busy_after)], dim="kind").sel(kind=before["kind"])
+        low, high = (elapsed / elapsed_after).where(exact, low), (elapsed / elapsed_after).where(exact, high)
+    basis = xr.where(exact, "replayed", "modelled")
     result = xr.Dataset({
         "before": before, "after": after.transpose(*before.dims),
         "elapsed_before": elapsed, "elapsed_after": elapsed_after,
         "saving": elapsed - elapsed_after, "speedup": elapsed / elapsed_after,
-        "speedup_low": elapsed / (longest + kept),
-        "speedup_high": elapsed / (longest + gone),
-        "dynamic_imbalance": dynamic, "estimated": parts["estimated"],
+        "speedup_low": low, "speedup_high": high,
+        "dynamic_imbalance": dynamic, "estimated": parts["estimated"], "basis": basis,
     })
     for name in ("before", "after", "elapsed_before", "elapsed_after", "saving", "dynamic_imbalance"):
         result[name].attrs["units"] = "s"
@@ -102,6 +118,15 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
         result[name].attrs["units"] = "1"
     result.attrs.update(scenario=scenario, k=float(k) if ranks is None else np.nan)
     return result
+
+
+def _replayed_saving(ds: xr.Dataset) -> xr.DataArray:
+    """Per run, what the trace's replay on an ideal network saves [s] (NaN for a run without one)."""
+    if "replay_elapsed" not in ds.data_vars:
+        return xr.DataArray(np.full(ds.sizes["run"], np.nan), dims="run", coords={"run": ds["run"].values})
+    pop = pop_metrics(ds)
+    saving = (pop["elapsed"] - pop["ideal_elapsed"]).where(ds["replay_elapsed"].notnull())
+    return saving.reset_coords(drop=True)
 
 
 def _elapsed(ds: xr.Dataset, total: xr.DataArray) -> xr.DataArray:

@@ -214,7 +214,8 @@ def whatif_table(result: xr.Dataset, scenario: str, k: float, ranks: Sequence[in
                 "dynamic_imbalance")}
         row.update(run=run, waits="estimated" if bool(result["estimated"].values[i]) else "measured")
         low, high = row["speedup_low"], row["speedup_high"]
-        row["range"] = f"{low:.2f}-{high:.2f}" if low == low and high == high else ""
+        replayed = "basis" in result and str(result["basis"].values[i]) == "replayed"
+        row["range"] = "replayed" if replayed else f"{low:.2f}-{high:.2f}" if low == low and high == high else ""
         rows.append(row)
     columns = [
         Column("run", "run"), Column("elapsed_before", "elapsed", "s"), Column("elapsed_after", "predicted", "s"),
@@ -226,6 +227,8 @@ def whatif_table(result: xr.Dataset, scenario: str, k: float, ranks: Sequence[in
     ]
     notes = ["range: the dynamic imbalance (time even the busiest rank waits) left as it is, or gone as far as "
              "the scenario could take it"]
+    if any(row["range"] == "replayed" for row in rows):
+        notes.append("replayed: a trace's events replayed on an ideal network, one answer rather than a range")
     if any(row["waits"] == "estimated" for row in rows):
         notes.append("estimated waits (from per-call times) add an error the range does not cover")
     return Table("whatif", whatif_title(scenario, k, ranks), columns, rows, notes)

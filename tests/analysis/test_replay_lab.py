@@ -46,3 +46,26 @@ def test_the_ideal_network_truth_is_not_the_run_itself():
     real = lab.truth(run["scenario"], 8, realised=intervals, **run["parameters"])
     assert float(ideal["end"].max()) < 0.95 * float(real["end"].max())
     assert ideal.attrs["basis"] == "realised, ideal network" and real.attrs["basis"] == "realised"
+
+
+def test_whatif_perfect_network_on_a_trace_is_its_replay():
+    """A trace answers ``perfect_network`` by its replay (one number, no interval); the profile of the same run
+    by the model (an interval). Combined, each run keeps its own basis."""
+    name = "pipeline-np8.mpinside"
+    run = RUNS[name]
+    trace = perfkit.open_profile(TRACES / f"{name}.otf2")
+    profile = perfkit.open_profile(TRACES / name)
+    both = perfkit.combine_runs([trace, profile], labels=["trace", "profile"])
+    result = perfkit.whatif(both, "perfect_network")
+    assert result["basis"].values.tolist() == ["replayed", "modelled"]
+    pop = pop_metrics(trace).isel(run=0)
+    got = result.sel(run="trace")
+    assert float(got["saving"]) == pytest.approx(float(pop["elapsed"] - pop["ideal_elapsed"]), rel=1e-9)
+    assert float(got["speedup_low"]) == float(got["speedup"]) == float(got["speedup_high"])
+    assert float(got["after"].sel(kind="transfer").max()) == 0.0
+    # and it is the ideal-network truth's saving, within 3% of the run
+    intervals = lab.read_record(TRACES / name.replace(".mpinside", ".compute"), run["nprocs"])
+    ideal = float(lab.truth(run["scenario"], 8, realised=intervals, ideal_network=True, **run["parameters"])["end"].max())
+    assert float(got["saving"]) == pytest.approx(float(pop["elapsed"]) - ideal, abs=0.03 * float(pop["elapsed"]))
+    modelled = result.sel(run="profile")
+    assert float(modelled["speedup_low"]) < float(modelled["speedup_high"])
