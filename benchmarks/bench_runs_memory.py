@@ -1,4 +1,4 @@
-"""Peak memory of ``pop_metrics`` + ``imbalance`` on a lazy store against its number of runs.
+"""Peak memory of ``pop_metrics`` + ``imbalance``, and of ``diagnose``, on a lazy store against its number of runs.
 
 Writes ``benchmarks/results/runs_memory.json``. Stores of 6, 12, 24 and 48 runs of 16,384 ranks
 each are laid out as ``perfkit.convert`` writes them (1 run x 4,096 ranks per chunk). Every run is
@@ -6,13 +6,15 @@ the real CloverLeaf mpiP report of 16 ranks (``tests/data/mpip/real``) stretched
 rank ``r`` holds the values of report rank ``r mod 16``, its times and bytes scaled by a random
 factor (gamma, mean 1) per rank and function; the functions, metrics and NaN pattern are the
 report's. Each measurement runs in a fresh process: ``perfkit.load(store, chunks={"rank": 4096})``
-then ``pop_metrics`` and ``imbalance`` under dask's default (threaded) scheduler, reporting the
+then ``pop_metrics`` and ``imbalance`` (or, in another process, ``diagnose``) under dask's default
+(threaded) scheduler, reporting the
 peak increase of resident memory over the process after the imports and the ``load`` (sampled
 every 2 ms), the process's peak (``ru_maxrss``, mostly the imports) and the peak of
 ``tracemalloc`` (numpy's buffers are traced); the smallest increase of ``--repeats`` processes.
 ``--perfkit DIR`` runs the analyses of another perfkit source tree (e.g. an older commit exported with ``git archive``).
 
-Run: ``nice -n 19 python benchmarks/bench_runs_memory.py [--runs 6 12 24 48] [--repeats 2]``.
+Run: ``nice -n 19 python benchmarks/bench_runs_memory.py [--runs 6 12 24 48] [--repeats 2]
+[--analyses pop+imbalance diagnose]``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,10 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "runs_memory.json"
 REPORT = ROOT / "tests" / "data" / "mpip" / "real" / "CloverLeaf-strong" / "16" / "clover_leaf.16.29054.1.mpiP"
 RANKS, CHUNK = 16_384, 4_096
+ANALYSES = ("pop+imbalance", "diagnose")
 
 MEASURE = """
 import json, os, resource, sys, threading, tracemalloc
 import perfkit
+from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
 page = os.sysconf("SC_PAGE_SIZE")
@@ -47,17 +52,21 @@ def sample():
 sampler = threading.Thread(target=sample)
 sampler.start()
 tracemalloc.start()
-pop, imb = pop_metrics(ds), imbalance(ds)
+if sys.argv[3] == "diagnose":
+    found = diagnose(ds)
+    check = {"findings": len(found), "efficiency_findings": int((found["category"] == "efficiency").sum())}
+else:
+    pop, imb = pop_metrics(ds), imbalance(ds)
+    check = {"load_balance_mean": float(pop["load_balance"].mean()),
+             "max_over_mean_compute": float(imb["max_over_mean"].sel(function="Compute").mean())}
 traced = tracemalloc.get_traced_memory()[1]
 tracemalloc.stop()
 done.set()
 sampler.join()
-print(json.dumps({"runs": ds.sizes["run"], "profile_chunks_run": max(ds["profile"].chunks[0]),
+print(json.dumps({"analysis": sys.argv[3], "runs": ds.sizes["run"], "profile_chunks_run": max(ds["profile"].chunks[0]),
                   "rss_before_mib": base / 2**20, "rss_increase_mib": (max(peak[0], rss()) - base) / 2**20,
                   "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "traced_peak_mib": traced / 2**20,
-                  "load_balance_mean": float(pop["load_balance"].mean()),
-                  "max_over_mean_compute": float(imb["max_over_mean"].sel(function="Compute").mean())}))
+                  "traced_peak_mib": traced / 2**20, **check}))
 """
 
 
@@ -96,11 +105,11 @@ def write_store(path: Path, n_runs: int) -> None:
         perfkit.save(ds, path)
 
 
-def measure(store: Path, perfkit_dir: Path | None) -> dict:
-    """The numbers of ``MEASURE`` from a fresh process."""
+def measure(store: Path, analysis: str, perfkit_dir: Path | None) -> dict:
+    """The numbers of ``MEASURE`` for ``analysis`` (``pop+imbalance`` or ``diagnose``) from a fresh process."""
     env = {**os.environ, **({"PYTHONPATH": str(perfkit_dir)} if perfkit_dir else {})}
-    out = subprocess.run([sys.executable, "-c", MEASURE, str(store), str(CHUNK)], check=True, capture_output=True,
-                         text=True, env=env)
+    out = subprocess.run([sys.executable, "-c", MEASURE, str(store), str(CHUNK), analysis], check=True,
+                         capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -108,27 +117,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, nargs="+", default=[6, 12, 24, 48])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--analyses", nargs="+", default=list(ANALYSES), choices=ANALYSES)
     parser.add_argument("--perfkit", type=Path, default=None, help="source tree holding the perfkit to measure")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
-    results = []
+    results: dict[str, list[dict]] = {analysis: [] for analysis in args.analyses}
     with tempfile.TemporaryDirectory(prefix="runs-memory-") as tmp:
         for n_runs in args.runs:
             store = Path(tmp) / f"runs{n_runs}.zarr"
             write_store(store, n_runs)
-            trials = [measure(store, args.perfkit) for _ in range(args.repeats)]
-            best = min(trials, key=lambda t: t["rss_increase_mib"])
-            best["rss_increase_mib_trials"] = [round(t["rss_increase_mib"], 1) for t in trials]
-            results.append(best)
-            print(json.dumps(best), flush=True)
-    first, last = results[0], results[-1]
+            for analysis in args.analyses:
+                trials = [measure(store, analysis, args.perfkit) for _ in range(args.repeats)]
+                best = min(trials, key=lambda t: t["rss_increase_mib"])
+                best["rss_increase_mib_trials"] = [round(t["rss_increase_mib"], 1) for t in trials]
+                results[analysis].append(best)
+                print(json.dumps(best), flush=True)
+            shutil.rmtree(store)
     summary = {"ranks": RANKS, "rank_chunk": CHUNK, "report": str(REPORT.relative_to(ROOT)),
-               "perfkit": str(args.perfkit or "this tree"), "results": results,
-               "rss_increase_ratio_last_first": last["rss_increase_mib"] / first["rss_increase_mib"],
-               "traced_peak_ratio_last_first": last["traced_peak_mib"] / first["traced_peak_mib"]}
+               "perfkit": str(args.perfkit or "this tree"), "analyses": {}}
+    for analysis, rows in results.items():
+        first, last = rows[0], rows[-1]
+        summary["analyses"][analysis] = {
+            "results": rows, "ru_maxrss_ratio_last_first": last["ru_maxrss_mib"] / first["ru_maxrss_mib"],
+            "rss_increase_ratio_last_first": last["rss_increase_mib"] / first["rss_increase_mib"],
+            "traced_peak_ratio_last_first": last["traced_peak_mib"] / first["traced_peak_mib"]}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in summary.items() if k != "results"}, indent=2))
+    print(json.dumps({name: {k: v for k, v in one.items() if k != "results"}
+                      for name, one in summary["analyses"].items()}, indent=2))
 
 
 if __name__ == "__main__":
