@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import perfkit.signals  # first: run as the ``perfkit`` command, Ctrl-C during the imports below is one line
+
 __version__ = "0.1.0"
 
 import perfkit.accessor  # noqa: F401  (registers the ds.perf accessor)

@@ -63,10 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``perfkit`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``perfkit`` console script; returns the exit status (130 after Ctrl-C, said in one line)."""
+    from perfkit import signals
+
+    signals.started()
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("perfkit: stopped by SIGINT", file=sys.stderr)
+        return signals.status("SIGINT")
     try:
         return args.run(args)
+    except KeyboardInterrupt:
+        print(f"perfkit {args.command}: stopped by SIGINT", file=sys.stderr)
+        return signals.status("SIGINT")
     except FileNotFoundError as exc:
         print(f"perfkit {args.command}: error: {f'no such file: {exc.filename}' if exc.filename else exc}"
               f"{_notes(exc)}", file=sys.stderr)

@@ -10,6 +10,7 @@ signal's number (SIGINT 130, SIGTERM 143, SIGHUP 129); ``run`` does both.
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
@@ -84,6 +85,35 @@ def ignored_by_children() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
+def quiet_start() -> None:
+    """When this process is the ``perfkit`` command, let Ctrl-C before the command runs (while Python
+    imports perfkit and its libraries, seconds on a loaded machine) end it with one line on stderr and
+    status 130 instead of a traceback. Called when this module is imported, first thing in ``import perfkit``;
+    a no-op in any other
+    process (a notebook, a test), whose SIGINT handling is left alone. ``perfkit.cli.main`` takes over."""
+    main = sys.modules.get("__main__")
+    if os.path.basename(getattr(main, "__file__", None) or "") != "perfkit" or not _is_main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _stopped_while_starting)
+
+
+def _is_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _stopped_while_starting(signum: int, frame: FrameType | None) -> None:
+    """Nothing is written yet: end at once (no import is left half-done to unwind with a traceback)."""
+    os.write(2, b"perfkit: stopped by SIGINT while starting\n")
+    os._exit(status("SIGINT"))
+
+
+def started() -> None:
+    """The command line runs: SIGINT is a ``KeyboardInterrupt`` again (``perfkit.cli.main`` reports it)."""
+    if _is_main_thread() and signal.getsignal(signal.SIGINT) is _stopped_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def status(name: str) -> int:
     """The exit status for the signal ``name``: 128 + its number."""
     return 128 + signal.Signals[name].value
@@ -105,3 +135,6 @@ def run(command: str, body: Callable[[], int], fate: Callable[[], str]) -> int:
         gc.collect()
     print(f"perfkit {command}: stopped by {name}; {fate()}", file=sys.stderr)
     return status(name)
+
+
+quiet_start()  # at import, before ``perfkit`` imports its libraries

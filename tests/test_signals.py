@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +53,38 @@ def test_a_signal_in_a_deferred_write_stops_the_command_when_the_write_ends(caps
     assert signals.run("convert", body, lambda: "out.zarr left as it was") == 143
     assert steps == ["write completed"]
     assert capsys.readouterr().err == "perfkit convert: stopped by SIGTERM; out.zarr left as it was\n"
+
+
+def _seconds(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, capture_output=True, check=True, timeout=600)
+    return time.perf_counter() - start
+
+
+def test_ctrl_c_while_perfkit_starts_ends_it_in_one_line_with_status_130() -> None:
+    script = Path(sys.executable).with_name("perfkit")
+    if not script.exists():
+        pytest.skip(f"no perfkit console script beside {sys.executable} (package not installed)")
+    report = next((Path(__file__).parent / "data" / "mpip" / "real" / "HPCCG-strong" / "4").glob("*.mpiP"))
+    command = [str(script), "info", str(report)]
+    python = _seconds([sys.executable, "-c", "pass"])  # the interpreter's own start: before perfkit is imported
+    whole = _seconds(command)
+    rng = random.Random(130)
+    stopped = 0
+    for _ in range(6):
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        delay = rng.uniform(python, whole)
+        time.sleep(delay)
+        for _ in range(rng.randint(1, 3)):  # a second Ctrl-C while the first is handled
+            child.send_signal(signal.SIGINT)
+            time.sleep(rng.uniform(0.0, 0.05))
+        out, err = child.communicate(timeout=600)
+        assert "Traceback" not in err, err
+        if child.returncode == -signal.SIGINT and not err:  # after its work, while Python shut down
+            assert out.rstrip().endswith(("p2p_sent_share", "warnings")) or "variables:" in out, out[-300:]
+        elif child.returncode != 0:
+            assert child.returncode == 130 and len(err.strip().splitlines()) == 1, (child.returncode, err, delay,
+                                                                                    python, whole, out[-200:])
+            assert err.startswith("perfkit") and "stopped by SIGINT" in err
+            stopped += 1
+    assert stopped >= 3  # most signals came while it started or ran
