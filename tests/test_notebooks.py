@@ -4,6 +4,9 @@ in a following cell and nbval-checked cells; stored without outputs, their refer
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -73,3 +76,60 @@ def test_a_notebook_run_and_saved_in_jupyterlab_stays_clean_in_git(tmp_path):
     assert stripped(saved) == original
     attributes = (ROOT / ".gitattributes").read_text()
     assert re.search(r"^\*\.ipynb filter=nbstripout", attributes, re.MULTILINE)
+
+
+def is_test(cell: nbformat.NotebookNode) -> bool:
+    """A hidden cell asserting what the narrative states."""
+    return cell.cell_type == "code" and "test" in cell.get("metadata", {}).get("tags", [])
+
+
+UNSOLVED_PENDING = {"08_traces.ipynb"}  # its exercise cells still hold their solutions
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(reason="exercise solved in place"))
+                                  if p.name in UNSOLVED_PENDING else p for p in COURSE], ids=lambda p: p.name)
+def test_exercises_arrive_unsolved_and_numbers_are_asserted(path):
+    cells = read(path).cells
+    assert any(is_test(cell) for cell in cells), "no hidden test cell asserts the narrative's numbers"
+    assert all(cell.metadata.get("jupyter", {}).get("source_hidden") for cell in cells if is_test(cell))
+    for i, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and re.search(r"^#+ Exercise", cell.source, re.MULTILINE):
+            exercise = next(c for c in cells[i + 1:] if c.cell_type == "code")
+            assert re.search(r"^\w+ = None  # your answer", exercise.source, re.MULTILINE), exercise.source
+
+
+def _nbval(notebook: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-q",
+                           str(notebook)], cwd=notebook.parent, capture_output=True, text=True, timeout=600)
+
+
+def test_a_changed_number_fails_the_narrative_that_states_it(tmp_path):
+    """The tour's first section on a copy of the seed's tables: as bundled, its hidden test cell passes;
+    with rank 0's compute time rewritten (868.5 s -> 968.5 s) the same cell fails, not a compared output
+    (the copy has none), so the sentence stating 67.5 % compute is what no longer holds."""
+    notebook = read(NOTEBOOKS / "00_tour.ipynb")
+    first_test = next(i for i, cell in enumerate(notebook.cells) if is_test(cell))
+    assert "67.5 %" in notebook.cells[first_test + 1].source  # the sentence its assertions back
+    notebook.cells = notebook.cells[:first_test + 1]
+    for cell in notebook.cells:
+        if not is_test(cell):
+            cell.metadata.pop("tags", None)
+    (tmp_path / "notebooks").mkdir()
+    copy = tmp_path / "notebooks" / "tour.ipynb"
+    nbformat.write(notebook, copy)
+    seed = tmp_path / "data" / "seed" / "mpinside_seed_tables.txt"
+    seed.parent.mkdir(parents=True)
+    shutil.copy(ROOT / "data" / "seed" / seed.name, seed)
+
+    as_bundled = _nbval(copy)
+    assert as_bundled.returncode == 0, as_bundled.stdout[-3000:]
+
+    text = seed.read_text()
+    assert text.count("868.484133") == 1
+    seed.write_text(text.replace("868.484133", "968.484133"))
+    changed = _nbval(copy)
+    assert changed.returncode == 1, changed.stdout[-3000:]
+    failed = re.findall(r"^FAILED .*::Cell (\d+)", changed.stdout, re.MULTILINE)
+    code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert [is_test(code_cells[int(n)]) for n in failed] == [True], changed.stdout[-3000:]
+    assert "compute %" in changed.stdout
