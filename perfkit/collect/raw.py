@@ -1,6 +1,6 @@
 """Read what the collector library writes at ``MPI_Finalize`` into a one-run canonical Dataset.
 
-Every rank writes its own part of one file with MPI-IO (nothing is gathered): rank 0's text header
+Every rank writes its own part of one file at its own offset (nothing is gathered): rank 0's text header
 (function table, options, clocks, ``rows``, ``host_width``, ending with the line ``data``), then
 ``rows`` records of 10 float64 each in rank order,
 ``(0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv, calls_recv)`` per function
