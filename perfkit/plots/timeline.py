@@ -58,16 +58,14 @@ def cells(timeline: xr.DataArray, width: float, bins: int | None = None, max_row
     """``timeline`` (rank, time_bin, timeline_kind) [s] of one run, in bins of ``width`` seconds, summed
     into ``bins`` columns (a divisor of its bins: each column sums ``time_bin`` / ``bins`` of them;
     default all) and at most ``max_rows`` rows of consecutive ranks."""
-    values = np.asarray(timeline.transpose("rank", "time_bin", "timeline_kind").values, dtype=np.float64)
+    values = timeline.transpose("rank", "time_bin", "timeline_kind").values  # no copy when already in this order
     nranks, nbins, nkinds = values.shape
     bins = nbins if bins is None else int(bins)
     if bins < 1 or nbins % bins:
         raise ValueError(f"bins must divide the timeline's {nbins} bins, got {bins}")
     step = -(-nranks // max_rows)
-    rows = -(-nranks // step)
-    padded = np.zeros((rows * step, bins, nkinds))
-    padded[:nranks] = values.reshape(nranks, bins, nbins // bins, nkinds).sum(axis=2)
-    seconds = padded.reshape(rows, step, bins, nkinds).sum(axis=1)
+    blocks = np.add.reduceat(values, np.arange(0, nranks, step), axis=0, dtype=np.float64) if step > 1 else values
+    seconds = blocks.reshape(blocks.shape[0], bins, nbins // bins, nkinds).sum(axis=2, dtype=np.float64)
     ranks = np.asarray(timeline["rank"].values)[::step]
     column = width * (nbins // bins)
     kinds = tuple(str(k) for k in timeline["timeline_kind"].values)
