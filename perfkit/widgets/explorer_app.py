@@ -6,7 +6,8 @@ bundled synthetic scaling series. ``panel serve perfkit/widgets/explorer_app.py`
 series too, or ``--args FILES_OR_GLOBS ... [--link-rate RATE]``. A closed loop's folder
 (``before.mpinside`` and ``<strategy>.mpinside`` re-runs) shows predicted against measured in the
 placement tab; ``--link-rate`` is each node's link rate the prediction assumes (default: unknown).
-Panel's server hands out its JavaScript itself, so no internet access is needed.
+Panel's server hands out its JavaScript itself, so no internet access is needed. The page shows a
+loading message with a spinner at once (:func:`app`) and the explorer in its place when it is built.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import panel as pn
-import xarray as xr
 
-import perfkit
-from perfkit.io.open import expand_paths
-from perfkit.widgets.explorer import explore
+if TYPE_CHECKING:
+    import xarray as xr
 
 #: The bundled synthetic series of a source checkout.
 BUNDLED = str(Path(__file__).resolve().parents[2] / "data" / "synthetic" / "*" / "slt.mpinside")
@@ -30,7 +30,29 @@ BUNDLED = str(Path(__file__).resolve().parents[2] / "data" / "synthetic" / "*" /
 @pn.cache
 def load(paths: tuple[str, ...] = (BUNDLED,)) -> xr.Dataset:
     """The runs in ``paths`` (files or glob patterns), read once per server process."""
+    import perfkit
+    from perfkit.io.open import expand_paths
+
     return perfkit.open_runs([path for pattern in paths for path in expand_paths(pattern)])
+
+
+#: What the page says while the profiles are read and the explorer is built.
+LOADING = "Reading the profiles and building the explorer..."
+
+
+def app(paths: tuple[str, ...] = (BUNDLED,), link_rate: str = "") -> pn.Column:
+    """The served page: a spinner and :data:`LOADING` at once; once the page is shown in the browser
+    (``pn.state.onload``), the explorer of the runs in ``paths`` replaces them."""
+    page = pn.Column(pn.Row(pn.indicators.LoadingSpinner(value=True, size=32, name=""), pn.pane.Markdown(LOADING)),
+                     sizing_mode="stretch_width")
+
+    def build() -> None:
+        from perfkit.widgets.explorer import explore  # imported here: the page with its message comes first
+
+        page.objects = [explore(load(paths), link_rate=link_rate)]
+
+    pn.state.onload(build)
+    return page
 
 
 def parser(serving: bool = False) -> argparse.ArgumentParser:
@@ -49,8 +71,11 @@ def parser(serving: bool = False) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line entry point: read the runs, then serve the explorer until interrupted."""
     args = parser().parse_args(argv)
-    runs = load(tuple(args.paths) or (BUNDLED,))
-    pn.serve(lambda: explore(runs, link_rate=args.link_rate), port=args.port, address=args.address, show=args.show,
+    import perfkit.widgets.explorer  # noqa: F401  (before serving: the first page's build has it at hand)
+
+    paths = tuple(args.paths) or (BUNDLED,)
+    load(paths)  # read before serving: a bad file is reported here, not in a browser
+    pn.serve(lambda: app(paths, link_rate=args.link_rate), port=args.port, address=args.address, show=args.show,
              title="perfkit explorer", websocket_origin=[f"{args.address}:{args.port}", f"localhost:{args.port}"])
 
 
@@ -58,4 +83,4 @@ if __name__ == "__main__":
     main()
 elif __name__.startswith("bokeh"):
     served = parser(serving=True).parse_args(sys.argv[1:])
-    explore(load(tuple(served.paths) or (BUNDLED,)), link_rate=served.link_rate).servable(title="perfkit explorer")
+    app(tuple(served.paths) or (BUNDLED,), link_rate=served.link_rate).servable(title="perfkit explorer")
