@@ -70,19 +70,20 @@ def deferred() -> Iterator[None]:
 def ignored_by_children() -> Iterator[None]:
     """Processes started inside the block ignore SIGINT, SIGTERM and SIGHUP (an ignored disposition survives
     ``exec``, and Python then keeps it): a pool's readers leave stopping to this process, which shuts them
-    down, instead of each dying with a traceback of its own at Ctrl-C. Such signals sent to this process
-    meanwhile are held (blocked) and delivered at the end of the block. Main thread only (else a no-op)."""
+    down, instead of each dying with a traceback of its own at Ctrl-C. This process ignores them too while
+    the block runs (keep it to starting the processes: a signal then is lost, the next one stops). They are
+    not blocked: a blocked mask would be inherited by every thread started in the block (a pool's manager
+    and feeder threads, a library's workers) and by every process those threads start later, which would
+    then never see a Ctrl-C. Main thread only (else a no-op)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in SIGNALS}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
 def quiet_start() -> None:

@@ -88,3 +88,62 @@ def test_ctrl_c_while_perfkit_starts_ends_it_in_one_line_with_status_130() -> No
             assert err.startswith("perfkit") and "stopped by SIGINT" in err
             stopped += 1
     assert stopped >= 3  # most signals came while it started or ran
+
+
+MASK_PROBE = """
+import multiprocessing, os, signal, subprocess, sys, threading
+from concurrent.futures import ProcessPoolExecutor
+from perfkit.signals import SIGNALS, ignored_by_children
+
+def masks(pid, tid=None):
+    where = f"/proc/{pid}/task/{tid}/status" if tid else f"/proc/{pid}/status"
+    fields = dict(line.split(":", 1) for line in open(where).read().splitlines() if ":" in line)
+    return int(fields["SigBlk"], 16), int(fields["SigIgn"], 16)
+
+def child_masks():
+    child = subprocess.Popen(["sleep", "5"])
+    try:
+        return masks(child.pid)
+    finally:
+        child.kill(); child.wait()
+
+if __name__ == "__main__":
+    bits = sum(1 << (int(sig) - 1) for sig in SIGNALS)
+    seen = {}
+    go = threading.Event()
+    def library_worker():  # a thread a library starts while the pool starts, used later
+        go.wait()
+        seen["thread started in the block"] = masks(os.getpid(), threading.get_native_id())
+        seen["its child, started later"] = child_masks()
+    with ignored_by_children():
+        pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
+        futures = [pool.submit(abs, -k) for k in range(4)]
+        worker = threading.Thread(target=library_worker)
+        worker.start()
+    with pool:
+        assert [f.result() for f in futures] == [0, 1, 2, 3]
+        seen["pool worker"] = masks(next(iter(pool._processes)))
+    go.set(); worker.join()
+    def later_thread():
+        seen["thread started later"] = masks(os.getpid(), threading.get_native_id())
+    later = threading.Thread(target=later_thread)
+    later.start(); later.join()
+    seen["main thread"] = masks(os.getpid(), threading.get_native_id())
+    seen["child started later"] = child_masks()
+    for what, (blocked, ignored) in seen.items():
+        print(what, bool(blocked & bits), ignored & bits == bits)
+"""
+
+
+def test_a_pool_started_in_ignored_by_children_leaves_no_blocked_or_ignored_signal_behind(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"  # a file: the spawned pool workers import the main module
+    probe.write_text(MASK_PROBE)
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    state = {" ".join(line.split()[:-2]): tuple(line.split()[-2:]) for line in done.stdout.splitlines()}
+    assert state.pop("pool worker") == ("False", "True")  # ignores them: this process stops the pool
+    # nothing else has them blocked (held forever) or ignored
+    assert state == {what: ("False", "False") for what in (
+        "thread started in the block", "its child, started later", "thread started later", "main thread",
+        "child started later")}, state
