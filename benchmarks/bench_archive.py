@@ -88,11 +88,19 @@ print(json.dumps(out))
 
 
 def rank_counts(runs: int, low: int, high: int, ppn: int) -> list[int]:
-    """``runs`` distinct rank counts spread geometrically from ``low`` to ``high``, multiples of ``ppn``."""
-    counts = np.unique(np.round(np.geomspace(low, high, runs) / ppn).astype(int) * ppn)
-    if counts.size != runs:
-        raise SystemExit(f"{runs} distinct multiples of {ppn} do not fit between {low} and {high} ranks")
-    return [int(n) for n in counts]
+    """``runs`` distinct rank counts spread geometrically from ``low`` to ``high``: multiples of ``ppn`` without
+    a prime factor above 7 (``synthetic.process_grid`` cuts its mesh into such counts of blocks).
+    """
+    candidates = np.arange(-(-low // ppn), high // ppn + 1) * ppn
+    rest = candidates.copy()
+    for prime in (2, 3, 5, 7):
+        while (done := rest % prime == 0).any():
+            rest = np.where(done, rest // prime, rest)
+    smooth = candidates[rest == 1]
+    picks = np.unique([smooth[np.argmin(np.abs(np.log(smooth / target)))] for target in np.geomspace(low, high, runs)])
+    if picks.size != runs:
+        raise SystemExit(f"{runs} distinct rank counts do not fit between {low} and {high} ranks")
+    return [int(n) for n in picks]
 
 
 def folder_bytes(paths: list[Path]) -> int:
