@@ -23,8 +23,9 @@ same options (medians, and minima: the runs least disturbed by other work), the 
 and bytes written per rank. Writes
 ``results/collector_trace.json``.
 
-Scale (``--scale-only``): ``tests/collect/programs/alltoallv.c`` (MPI_Alltoallv with a count per pair, a ring of
-messages, a broadcast; rank 0 receives from every other rank, so its partners are N - 1) at 64, 128 and 256
+Scale (``--scale-only``): ``tests/collect/programs/alltoallv.c`` (MPI_Alltoallv and MPI_Alltoallw with a count per
+pair, an Allgather, a ring of messages, a broadcast; rank 0 receives from every other rank, so its partners are
+N - 1) at 64, 128 and 256
 ranks of one MPI on this machine (MPICH by default: Open MPI did not start 256 ranks here), with --matrices:
 uninstrumented, under the collector, and under the collector as it was before partner tables and output
 written in parallel (built from git, ``REFERENCE_COMMIT``: rank 0 gathered every rank's records and wrote the
@@ -53,7 +54,6 @@ import numpy as np
 
 from perfkit.collect import lab
 from perfkit.collect.build import CFLAGS, build_library, compiler
-from perfkit.collect.generate import c_source
 from perfkit.collect.launch import with_environment
 from perfkit.collect.raw import read_raw
 
@@ -346,25 +346,23 @@ SCALE_MPIS = {"mpich": ("mpicc.mpich", "mpifort.mpich", ["mpiexec.mpich"]),
 
 
 def _reference_library(cc: str, work: Path) -> Path | None:
-    """The collector library of REFERENCE_COMMIT (its runtime, today's generated wrappers), or None without git."""
-    root = Path(__file__).parents[1]
-    texts = {}
-    for name in ("pk_runtime.c", "pk_runtime.h"):
-        done = subprocess.run(["git", "show", f"{REFERENCE_COMMIT}:perfkit/collect/src/{name}"], cwd=root,
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            return None
-        texts[name] = done.stdout
-    texts["pk_wrappers.c"] = c_source()
-    for name, text in texts.items():
-        (work / name).write_text(text)
-    objects = []
+    """The collector library of REFERENCE_COMMIT (its runtime and its generated wrappers), or None without git."""
+    root, ref = Path(__file__).parents[1], work / "reference"
+    ref.mkdir()
+    archive = subprocess.run(["git", "archive", REFERENCE_COMMIT, "perfkit"], cwd=root, capture_output=True)
+    if archive.returncode != 0:
+        return None
+    subprocess.run(["tar", "-x", "-C", str(ref)], input=archive.stdout, check=True)
+    src = ref / "perfkit" / "collect" / "src"
+    wrappers = subprocess.run([sys.executable, "-c", "from perfkit.collect.generate import c_source; "
+                               "print(c_source(), end='')"], cwd=ref, env={**os.environ, "PYTHONPATH": str(ref)},
+                              capture_output=True, text=True, check=True).stdout
+    (src / "pk_wrappers.c").write_text(wrappers)
     for name in ("pk_runtime.c", "pk_wrappers.c"):
-        subprocess.run([cc, *CFLAGS, "-c", name, "-o", name[:-2] + ".o"], cwd=work, check=True, capture_output=True)
-        objects.append(name[:-2] + ".o")
-    subprocess.run([cc, "-shared", "-o", "libreference.so", *objects, "-lm", "-lpthread"], cwd=work, check=True,
-                   capture_output=True)
-    return work / "libreference.so"
+        subprocess.run([cc, *CFLAGS, "-c", name, "-o", name[:-2] + ".o"], cwd=src, check=True, capture_output=True)
+    subprocess.run([cc, "-shared", "-o", "libreference.so", "pk_runtime.o", "pk_wrappers.o", "-lm", "-lpthread"],
+                   cwd=src, check=True, capture_output=True)
+    return src / "libreference.so"
 
 
 def _key_values(path: Path) -> dict[str, float]:
@@ -422,8 +420,9 @@ def scale_section(mpi: str, ranks: list[int], out: Path) -> dict:
                 print(f"{mpi} {n:5d} ranks {name:15s} {json.dumps(row)}", flush=True)
     base = runs["uninstrumented"]
     result = {
-        "program": "tests/collect/programs/alltoallv.c: 3 MPI_Alltoallv with 1-11 ints per pair, a ring of "
-                   "Sendrecv, one Bcast; rank 0 receives from every other rank (N - 1 partners)",
+        "program": "tests/collect/programs/alltoallv.c: 3 MPI_Alltoallv with 1-11 ints per pair, an Alltoallw, "
+                   "an Allgather on a split communicator, a ring of Sendrecv, one Bcast; rank 0 receives from "
+                   "every other rank (N - 1 partners)",
         "mpi": mpi, "machine_cores": os.cpu_count(), "reference_commit": REFERENCE_COMMIT,
         "finalize_added_s": {name: {n: round(r["program_finalize_seconds"] - base[n]["program_finalize_seconds"], 3)
                                     for n, r in rows.items()} for name, rows in runs.items()
