@@ -346,17 +346,22 @@ def combine_runs(datasets: Sequence[xr.Dataset], labels: Sequence[str] | None = 
             out[index] = np.asarray(d[name].values, dtype=dtype)
         data_vars[name] = (dims, out)
     out_ds = xr.Dataset(data_vars, coords=coords)
-    extra = []
-    if sparse_traffic:
-        absent = [str(r) for d in datasets if "traffic" not in d for r in d["run"].values]
-        if absent:
-            extra.append(f"runs {absent} have no traffic matrices; in the sparse traffic array they read as 0")
-        without = [str(r) for d in with_traffic if COLLECTIVE_BYTES not in d["quantity"].values
-                   for r in d["run"].values]
-        if COLLECTIVE_BYTES in labels_of["quantity"] and without:
-            extra.append(f"runs {without} have no {COLLECTIVE_BYTES}; in the sparse traffic array they read as 0")
+    extra = sparse_traffic_notes(datasets, labels_of["quantity"]) if sparse_traffic else []
     out_ds.attrs.update(combined_attrs(datasets, extra))
     return validate(combine_coord_attrs(out_ds, datasets))
+
+
+def sparse_traffic_notes(datasets: Sequence[xr.Dataset], quantities: Sequence[str]) -> list[str]:
+    """Warnings of combined sparse traffic (over ``quantities``): runs whose absent matrices or quantities read 0."""
+    extra = []
+    absent = [str(r) for d in datasets if "traffic" not in d for r in d["run"].values]
+    if absent:
+        extra.append(f"runs {absent} have no traffic matrices; in the sparse traffic array they read as 0")
+    without = [str(r) for d in datasets if "traffic" in d and COLLECTIVE_BYTES not in d["quantity"].values
+               for r in d["run"].values]
+    if COLLECTIVE_BYTES in quantities and without:
+        extra.append(f"runs {without} have no {COLLECTIVE_BYTES}; in the sparse traffic array they read as 0")
+    return extra
 
 
 def text_dtype(arrays: Iterable[xr.DataArray]) -> np.dtype:

@@ -98,7 +98,7 @@ def encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     out = {}
     for name in SPARSE_VARS:
         if name in ds and PAIR_DIM in ds[name].dims:
-            out[name] = {"chunks": tuple(min(PAIR_CHUNK, max(n, 1)) if d == PAIR_DIM else n
+            out[name] = {"chunks": tuple(min(PAIR_CHUNK, n or PAIR_CHUNK) if d == PAIR_DIM else n
                                          for d, n in ds[name].sizes.items())}
     return out
 

@@ -28,9 +28,10 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+import pandas as pd
 import xarray as xr
 
-from perfkit import atomic
+from perfkit import atomic, sparse_traffic
 from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
 from perfkit.io.cluster import active_client
 from perfkit.io.open import (
@@ -44,18 +45,20 @@ from perfkit.io.open import (
     unique_labels,
 )
 from perfkit.model import (
+    DENSE_TRAFFIC_LIMIT,
     TEXT_VARIABLES,
+    TRAFFIC_DIMS,
     combine_coord_attrs,
     combined_attrs,
     combined_coords,
-    densify,
     read_warnings,
+    sparse_traffic_notes,
     text_dtype,
     validate,
     variable_dims,
 )
 from perfkit.signals import deferred, ignored_by_children
-from perfkit.storage import RUN_CHUNK, load, mark_complete, save
+from perfkit.storage import RUN_CHUNK, load, mark_complete, save, stored
 
 #: Output kinds ``convert`` writes: a zarr store (lazy loading, appending) or a netCDF-4 file.
 SUFFIXES = (".zarr", ".nc")
@@ -64,6 +67,8 @@ RANK_CHUNK = 4096
 #: Runs are written into the store in batches of at most this many cells (float64: 16 MiB).
 BATCH_CELLS = 2**21
 _RANK_DIMS = ("rank", "sender", "receiver")
+#: Partners a rank is assumed to have when sizing batches of runs with sparse traffic.
+PARTNERS_PER_RANK = 32
 #: A run of at most this many bytes comes back from its worker in memory, not through a temporary part.
 SMALL_RUN = 2**20
 #: At most this many bytes of such small runs are kept in memory; the following ones go to parts.
@@ -97,9 +102,12 @@ def convert(
     ``append=True`` adds the runs to an existing zarr store (their labels must be new); the
     union of functions, ranks and metrics may grow, the store is then rewritten run by run.
     ``errors`` is ``open_runs``'s policy (``"raise"``, ``"warn"``, ``"skip"``); refused files are
-    recorded in the store's ``attrs["refused"]``. ``traffic`` matrices are stored densely, per run
-    (chunks of ``RANK_CHUNK`` x ``RANK_CHUNK`` ranks). ``progress`` shows a bar (default: more than
-    20 files), a widget in Jupyter and text in a terminal.
+    recorded in the store's ``attrs["refused"]``. ``traffic`` is stored as ``open_runs`` would hold
+    it: sparse (when a run's matrix is, or runs x ranks² x quantities exceeds
+    ``perfkit.model.DENSE_TRAFFIC_LIMIT``) as pair tables appended run by run
+    (``perfkit.sparse_traffic``, O(non-zeros), never densified), else densely per run (chunks of
+    ``RANK_CHUNK`` x ``RANK_CHUNK`` ranks). ``progress`` shows a bar (default: more than 20 files),
+    a widget in Jupyter and text in a terminal.
 
     The output is written all or nothing: the new store is written beside ``output`` under a
     temporary name (``.NAME.perfkit-tmp-<pid>``), marked complete, then swapped in; a run that fails
@@ -202,11 +210,14 @@ def to_part(ds: xr.Dataset, part: Path) -> xr.Dataset:
 
 def _write_part(ds: xr.Dataset, part: Path) -> None:
     # read once: not compressed, chunked as the store so that it is copied chunk by chunk
+    ds = stored(validate(ds))
     encoding = {name: {"compressors": None, "chunks": tuple(min(n, RANK_CHUNK) if dim in _RANK_DIMS else n
                                                             for dim, n in var.sizes.items())}
                 for name, var in ds.data_vars.items()}
+    for name, pairs in sparse_traffic.encoding(ds).items():
+        encoding[name].update(pairs)
     with deferred():
-        densify(validate(ds)).to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
+        ds.to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
         mark_complete(part, ds.sizes["run"])
 
 
@@ -299,16 +310,27 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
     sizes = {dim: len(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}
     chunks = {"run": RUN_CHUNK, **{dim: min(n, RANK_CHUNK) if dim in _RANK_DIMS else n for dim, n in sizes.items()}}
     n_runs = len(coords["run"])
+    pairs = "traffic" in dims_of and _sparse_store(sources, n_runs, sizes)
+    if pairs:
+        del dims_of["traffic"]
+        attrs = {**attrs, "warnings": json.dumps([*json.loads(attrs.get("warnings", "[]")),
+                                                  *sparse_traffic_notes(sources, coords["quantity"])])}
     dtypes = {name: text_dtype(s[name] for s in sources if name in s) if name in TEXT_VARIABLES
               else np.dtype(np.float64) for name in dims_of}
     template = {name: (dims, _blank((n_runs, *(sizes[d] for d in dims[1:])), dtypes[name],
                                     tuple(chunks[d] for d in dims)))
                 for name, dims in dims_of.items()}
+    if pairs:
+        template.update(_empty_pairs(n_runs, sizes["sender"], sizes["quantity"]))
     layout = combine_coord_attrs(xr.Dataset(template, coords=coords, attrs=attrs), sources)
     with deferred():
-        validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2)
+        validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2,
+                                 encoding=sparse_traffic.encoding(layout))
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
+    if pairs:  # a run's pairs are not known before they are read: counted as PARTNERS_PER_RANK a rank
+        cells["traffic"] = PARTNERS_PER_RANK * sizes["sender"] * sizes["quantity"]
     batches = list(_batches(sources, cells))
+    written = 0  # pairs in the store
     # here, not on a cluster: one batch in memory, no transfers; threads of our own, so that an interrupted
     # write waits for the chunks being written (none is written after this returns or raises)
     pool = ThreadPoolExecutor(os.cpu_count() or 1)
@@ -318,13 +340,59 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                 block = xr.concat([_aligned(part, coords, dims_of, dtypes, chunks) for part in parts], dim="run",
                                   join="exact")
                 block = block.chunk({dim: chunks[dim] for dim in block.dims})
+                tables = _run_pairs(parts, coords, written) if pairs else xr.Dataset()
                 with deferred():
+                    if pairs:  # the runs' pairs appended along nnz, their offsets written with the runs
+                        tables.drop_dims("run").assign_attrs(layout.attrs).to_zarr(  # (attrs: kept, not emptied)
+                            target, append_dim=sparse_traffic.PAIR_DIM, zarr_format=2)
+                        block = block.assign(tables.drop_dims(sparse_traffic.PAIR_DIM).data_vars)
+                        written += tables.sizes[sparse_traffic.PAIR_DIM]
                     block.to_zarr(target, region={"run": slice(start, start + block.sizes["run"])}, zarr_format=2)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     with deferred():
         mark_complete(target, n_runs)
     return target
+
+
+def _sparse_store(sources: Sequence[xr.Dataset], n_runs: int, sizes: dict[str, int]) -> bool:
+    """Whether the store's traffic is sparse: ``combine_runs``'s rule (a sparse run, or too many elements)."""
+    elements = n_runs * sizes["sender"] * sizes["receiver"] * sizes["quantity"]
+    return elements > DENSE_TRAFFIC_LIMIT or any(
+        sparse_traffic.is_sparse(s["traffic"].data) for s in sources if "traffic" in s)
+
+
+def _empty_pairs(n_runs: int, n_ranks: int, n_quantities: int) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """The pair tables with no pair yet (appended batch by batch), their per-run offsets 0."""
+    empty = np.empty(0, dtype=np.int64)
+    return sparse_traffic.tables(empty, empty, np.empty((0, n_quantities)), np.zeros(n_runs, dtype=np.int64), n_ranks)
+
+
+def _run_pairs(runs: Sequence[xr.Dataset], coords: dict[str, Any], first: int) -> xr.Dataset:
+    """The pair tables of one-run Datasets, senders and receivers as positions in the union ``coords``,
+    their first pair at position ``first`` of the store's pairs."""
+    ranks, quantities = pd.Index(coords["sender"]), pd.Index(coords["quantity"])
+    senders, receivers, values, counts = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [], []
+    for run in runs:
+        if "traffic" not in run:
+            counts.append(0)
+            continue
+        traffic = run["traffic"].transpose(*TRAFFIC_DIMS)
+        _, sender, receiver, value = sparse_traffic.pairs(traffic.data)
+        sender = ranks.get_indexer(traffic["sender"].values)[sender]
+        receiver = ranks.get_indexer(traffic["receiver"].values)[receiver]
+        order = np.lexsort((receiver, sender))  # positions in the union need not keep the run's order
+        full = np.zeros((order.size, len(quantities)))  # a quantity the run lacks reads 0, as in combine_runs
+        full[:, quantities.get_indexer(traffic["quantity"].values)] = value[order]
+        senders.append(sender[order])
+        receivers.append(receiver[order])
+        values.append(full)
+        counts.append(order.size)
+    out = sparse_traffic.tables(np.concatenate(senders), np.concatenate(receivers),
+                                np.concatenate([np.empty((0, len(quantities))), *values]),
+                                np.asarray(counts, dtype=np.int64), len(ranks))
+    out["traffic_start"] = (("run",), out["traffic_start"][1] + first)
+    return xr.Dataset(out)
 
 
 def _batches(sources: Sequence[xr.Dataset], cells: dict[str, int]) -> Iterator[tuple[int, list[xr.Dataset]]]:
@@ -347,6 +415,7 @@ def _aligned(run: xr.Dataset, coords: dict[str, Any], dims_of: dict[str, tuple[s
              dtypes: dict[str, np.dtype], chunks: dict[str, int]) -> xr.Dataset:
     """One run's data variables on the union labels, without coordinates, as ``dtypes`` (NaN, or "" for text,
     where it has none)."""
+    run = run.drop_vars([name for name in run.data_vars if name not in dims_of])  # sparse traffic: pair tables
     unlabelled = {dim: np.arange(run.sizes[dim]) for dim in run.dims if dim not in run.indexes}  # by position
     index = {dim: coords[dim] for dim in run.dims if dim != "run"}
     fill = {name: "" if name in TEXT_VARIABLES else np.nan for name in run.data_vars}

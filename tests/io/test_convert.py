@@ -358,3 +358,39 @@ def test_an_append_after_a_writer_died_between_its_two_renames_adds_to_the_old_s
         perfkit.convert(series[2:3], store, workers=1, append=True)
     xr.testing.assert_identical(perfkit.load(store), perfkit.open_runs(series[:3]))
     assert sorted(tmp_path.iterdir()) == [store]
+
+
+@pytest.fixture(scope="module")
+def sparse_files(tmp_path_factory):
+    """Runs of 600 and 700 ranks (sparse matrices), 50 ranks (dense) and 40 ranks without matrices."""
+    out = tmp_path_factory.mktemp("sparse")
+    runs = [synthetic.generate_run(n, "slt", steps=2)[0] for n in (600, 700, 50, 40)]
+    runs[-1] = runs[-1].drop_vars("traffic")
+    return [write(run, out / f"r{k}.mpinside") for k, run in enumerate(runs)]
+
+
+def _same_traffic(store: xr.Dataset, ref: xr.Dataset) -> None:
+    """Equal values (a stored explicit 0 is no value), equal everything else."""
+    assert type(store["traffic"].data) is type(ref["traffic"].data)
+    np.testing.assert_array_equal(store["traffic"].data.todense(), ref["traffic"].data.todense())
+    xr.testing.assert_identical(store.drop_vars("traffic"), ref.drop_vars("traffic"))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sparse_traffic_is_converted_as_pairs_equal_to_open_runs(tmp_path, sparse_files, workers):
+    ref = perfkit.open_runs(sparse_files)
+    assert hasattr(ref["traffic"].data, "todense")
+    store = perfkit.convert(sparse_files, tmp_path / "study.zarr", workers=workers)
+    assert "traffic" not in xr.open_zarr(store) and "traffic_value" in xr.open_zarr(store)
+    _same_traffic(perfkit.load(store), ref)
+    assert "have no traffic matrices" in perfkit.load(store).attrs["warnings"]
+    nc = perfkit.convert(sparse_files, tmp_path / "study.nc", workers=workers)
+    _same_traffic(perfkit.load(nc), ref)
+
+
+def test_sparse_runs_appended_to_a_store(tmp_path, sparse_files):
+    label = lambda path: {"label": path.stem}  # noqa: E731  (as open_runs names them)
+    store = perfkit.convert(sparse_files[2:], tmp_path / "study.zarr", metadata=label, workers=1)
+    perfkit.convert(sparse_files[:2], store, metadata=label, workers=1, append=True)
+    ref = perfkit.open_runs([*sparse_files[2:], *sparse_files[:2]])
+    _same_traffic(perfkit.load(store), ref)
