@@ -73,7 +73,7 @@ def cells(timeline: xr.DataArray, width: float, bins: int | None = None, max_row
 
 
 def timeline_image(c: Cells, title: str = "") -> hv.Image:
-    """The picture of ``c``: x time [s], y rank (first rank on top), coloured by dominant kind."""
+    """The picture of ``c``: x time [s], y rank (rank 0 at the bottom), coloured by dominant kind."""
     times = c.starts + c.width / 2
     ranks = c.ranks + (c.rank_step - 1) / 2
     shares = c.shares
@@ -87,7 +87,7 @@ def timeline_image(c: Cells, title: str = "") -> hv.Image:
         colorbar_opts={"major_label_overrides": {i: KIND_WORDS.get(k, k) for i, k in enumerate(c.kinds)},
                        "ticker": FixedTicker(ticks=list(range(len(c.kinds)))), "title": "did most"},
         tools=[_hover(c)], default_tools=["save", "pan", "wheel_zoom", "box_zoom", "reset"],
-        title=title, responsive=True, min_height=360, xlabel="time [s]", ylabel="rank", invert_yaxis=True)
+        title=title, responsive=True, min_height=360, xlabel="time [s]", ylabel="rank")
 
 
 def _hover(c: Cells) -> HoverTool:
