@@ -27,6 +27,8 @@ from perfkit.widgets.selection import select
 #: Severity colours: the band left of each finding and its card header's tint.
 SEVERITY_COLOURS = {"high": "#d62728", "medium": "#ff9f1c", "low": "#9e9e9e", "info": "#4a90d9"}
 SEVERITY_TINTS = {"high": "#fde2e2", "medium": "#fff1dc", "low": "#f2f2f2", "info": "#e8f1fb"}
+#: A card's style in a row: it takes the width the button beside it leaves (a stretched card alone takes it all).
+BESIDE = {"flex": "1 1 0", "min-width": "0"}
 #: ``rank 3`` or ``ranks 0-3, 7, 9-12`` (and the ranges that follow) in a finding's text.
 RANK_LIST = re.compile(r"\branks? (\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*)", re.IGNORECASE)
 #: A list of ranks cut by :func:`perfkit.text.rank_ranges`.
@@ -80,7 +82,8 @@ def _finding_row(ds: xr.Dataset, finding: pd.Series, state: RankState | None) ->
     details = pn.pane.Markdown(str(finding["details"]) or "No details.", sizing_mode="stretch_width")
     card = pn.layout.Card(details, header=pn.Row(badge, lead, sizing_mode="stretch_width"), collapsed=True,
                           header_background=SEVERITY_TINTS.get(severity, SEVERITY_TINTS["info"]),
-                          styles={"border-left": f"6px solid {colour}"}, sizing_mode="stretch_width", margin=(3, 5))
+                          styles={"border-left": f"6px solid {colour}", **BESIDE}, sizing_mode="stretch_width",
+                          margin=(3, 5))
     ranks = finding_ranks(ds, finding) if state is not None else np.empty(0, dtype=np.int64)
     if not ranks.size:
         return pn.Row(card, pn.Spacer(width=200), sizing_mode="stretch_width")
