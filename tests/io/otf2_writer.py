@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import otf2
-from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole
+from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole, Type
 
 RESOLUTION = 10**6  # ticks per second
 UNDEFINED_ROOT = 2**32 - 1  # OTF2_UNDEFINED_UINT32: a collective without root
@@ -56,6 +56,7 @@ class Trace:
     calls: Mapping[int, Sequence[Call]]
     end: int | Mapping[int, int]
     comms: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    properties: Mapping[int, Mapping[str, int]] = field(default_factory=dict)  # per rank, location properties
 
 
 def write_trace(directory: Path, trace: Trace) -> Path:
@@ -73,6 +74,9 @@ def write_trace(directory: Path, trace: Trace) -> Path:
             group = defs.group(name, group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
                                members=[locations[m] for m in members])
             comm_defs[name] = defs.comm(name, group=group)
+        for rank, properties in trace.properties.items():
+            for name, value in properties.items():
+                defs.location_property(locations[rank], name, Type.UINT64, value)
         main = defs.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.USER)
         regions: dict[str, object] = {}
         for rank in range(nranks):

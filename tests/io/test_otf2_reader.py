@@ -14,7 +14,7 @@ import perfkit
 from perfkit.analysis.waits import breakdown
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.registry import sniff_format
-from perfkit.model import combine_runs, validate
+from perfkit.model import combine_runs, read_warnings, validate
 
 DATA = Path(__file__).parents[1] / "data" / "otf2"
 PING_PONG = DATA / "pipit-ping-pong" / "traces.otf2"
@@ -142,3 +142,33 @@ def test_not_an_anchor(tmp_path: Path) -> None:
     with pytest.raises(PerfkitFormatError, match="not a recognised profile format"):
         perfkit.open_profile(path)
     _refused(path, "no OTF2 anchor header", "expected")
+
+
+def test_events_a_full_buffer_dropped_are_stated_not_invented(tmp_path: Path) -> None:
+    """Rank 1's buffer was full for its second receive (3 events: enter, receive, leave): the reader
+    says how many events each rank lost, keeps the send it saw, and invents no receive or wait."""
+    from tests.io.otf2_writer import Call, Trace, write_trace
+
+    calls = {0: [Call("MPI_Send", 10, 12, send=[(1, 0, 8)]), Call("MPI_Send", 20, 22, send=[(1, 0, 8)])],
+             1: [Call("MPI_Recv", 5, 13, recv=[(0, 0, 8)])]}
+    ds = perfkit.open_profile(write_trace(tmp_path, Trace(calls, end=40,
+                                                          properties={1: {"perfkit::events_dropped": 3}})))
+    warnings = " ".join(read_warnings(ds))
+    assert "dropped 3 events" in warnings and "rank 1: 3" in warnings
+    assert "1 sends and 0 receives have no partner" in warnings
+    np.testing.assert_array_equal(ds["events_dropped"].isel(run=0).values, [0, 3])
+    profile = ds["profile"].isel(run=0)
+    assert profile.sel(rank=0, function="MPI_Send", metric="calls_sent").item() == 2
+    assert profile.sel(rank=1, function="MPI_Recv", metric="calls_recv").item() == 1
+    assert profile.sel(rank=1, function="MPI_Recv", metric="bytes_recv").item() == 8
+    assert ds["traffic"].isel(run=0).sel(sender=0, receiver=1, quantity="count").item() == 2
+
+
+def test_a_trace_that_lost_nothing_has_no_dropped_events(tmp_path: Path) -> None:
+    from tests.io.otf2_writer import Call, Trace, write_trace
+
+    calls = {0: [Call("MPI_Send", 10, 12, send=[(1, 0, 8)])], 1: [Call("MPI_Recv", 5, 13, recv=[(0, 0, 8)])]}
+    none = {"perfkit::events_dropped": 0}
+    ds = perfkit.open_profile(write_trace(tmp_path, Trace(calls, end=40, properties={0: none, 1: none})))
+    assert "events_dropped" not in ds
+    assert not any("dropped" in w for w in read_warnings(ds))

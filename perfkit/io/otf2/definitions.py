@@ -11,6 +11,8 @@ import numpy as np
 from perfkit.errors import PerfkitFormatError
 from perfkit.model import COMPUTE, KINDS, default_kind
 
+#: The location property in which ``perfkit collect --trace`` states the events a full buffer lost.
+DROPPED = "perfkit::events_dropped"
 EXPECTED = "an OTF2 trace (the anchor file traces.otf2 with traces.def and a traces/ folder beside it)"
 
 
@@ -22,7 +24,9 @@ class Definitions:
     communicator reference to the world ranks of its members, in communicator-rank order (an empty
     array for MPI_COMM_SELF: its only member is the calling rank). ``regions`` maps a region
     reference to its name. Timestamps are integer ticks, ``resolution`` per second; the trace
-    starts at tick ``start`` and lasts ``length`` ticks (its clock properties).
+    starts at tick ``start`` and lasts ``length`` ticks (its clock properties). ``dropped``: per
+    rank, the events its writer stated it dropped (``perfkit collect --trace``'s location property
+    ``perfkit::events_dropped``; 0 when not stated).
     """
 
     path: Path
@@ -33,6 +37,7 @@ class Definitions:
     start: int = 0
     length: int = 0
     hosts: dict[int, str] = field(default_factory=dict)
+    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -73,13 +78,21 @@ def read_definitions(path: Path, trace: Any) -> Definitions:
         if group.group_type == otf2.GroupType.COMM_SELF:
             ranks = []
         comm_ranks[comm._ref] = np.asarray(ranks, dtype=np.int64)
+    dropped = np.zeros(len(world), dtype=np.int64)
+    for prop in defs.location_properties:
+        if str(prop.name) == DROPPED and prop.location._ref in world:
+            dropped[world[prop.location._ref]] = int(prop.value)
+    if dropped.any():
+        lost = ", ".join(f"rank {r}: {int(n):,}" for r, n in enumerate(dropped) if n)
+        warnings.append(f"the collector dropped {int(dropped.sum()):,} events its trace buffer could not hold "
+                        f"({lost}); the calls, messages and waits of those events are missing, not estimated")
     hosts = {}
     for loc in members:
         node = getattr(loc.group, "system_tree_parent", None)
         hosts[world[loc._ref]] = node.name if node is not None else ""
     return Definitions(path=path, resolution=int(clock.timer_resolution), world=world, comm_ranks=comm_ranks,
                        regions={r._ref: str(r.name) for r in defs.regions}, start=int(clock.global_offset),
-                       length=int(clock.trace_length), hosts=hosts, warnings=warnings)
+                       length=int(clock.trace_length), hosts=hosts, dropped=dropped, warnings=warnings)
 
 
 def function_of(name: str) -> str:

@@ -9,10 +9,12 @@ exact from the message records, in world ranks; ``sizes`` histograms messages by
 bins, labelled by their upper edge [B]); ``wait_states`` (run, rank, state) keeps Scalasca's finer
 states [s], with the wrong-order part of late sender; ``replay_elapsed`` (run) the runtime [s] on an
 ideal network (``perfkit.io.otf2.replay``), from which ``perfkit.pop_metrics`` takes serialisation
-and transfer efficiency. ``timeline`` (run, rank, time_bin,
-timeline_kind) holds the seconds of each kind per rank in each of ``timeline_bins`` equal time bins
-(``perfkit.io.otf2.timeline``); ``phases`` (run, phase, phase_stat) compares the ranks' compute
-between synchronising calls (``perfkit.io.otf2.phases``).
+and transfer efficiency; ``replay_network`` (run, transfer_scale) the runtime [s] replayed with every
+call's own time scaled (1 as measured, 1/2, 1/4, 1/8 for networks 2, 4, 8 times faster, 0 ideal) and
+``replay_balanced`` (run) with every rank computing the mean, which ``perfkit.whatif`` answers from.
+``timeline`` (run, rank, time_bin, timeline_kind) holds the seconds of each kind per rank in each of
+``timeline_bins`` equal time bins (``perfkit.io.otf2.timeline``); ``phases`` (run, phase, phase_stat)
+compares the ranks' compute between synchronising calls (``perfkit.io.otf2.phases``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from perfkit.io.otf2.events import RankEvents, stream_ranks
 from perfkit.io.otf2.heap import give_back
 from perfkit.io.otf2.phases import STATS as PHASE_STATS
 from perfkit.io.otf2.phases import phase_table
-from perfkit.io.otf2.replay import ideal_runtime
+from perfkit.io.otf2.replay import TRANSFER_SCALES, balanced, replay_runtimes
 from perfkit.io.otf2.timeline import DEFAULT_BINS, NONE, Bins
 from perfkit.io.otf2.waits import BLOCKING_SENDS, STATES, Records, Waits, compute_waits
 from perfkit.model import COMPUTE, KINDS, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
@@ -150,7 +152,8 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
     give_back()  # the matching's temporaries
     computed = np.zeros(defs.nranks, dtype=np.int64)
     computed[[r.rank for r in ranks]] = [r.computed for r in ranks]
-    ideal = ideal_runtime(rec, waits, computed, defs.comm_ranks) / defs.resolution
+    cases = [(scale, None) for scale in TRANSFER_SCALES] + [(1.0, balanced(computed))]
+    replayed = replay_runtimes(rec, waits, computed, defs.comm_ranks, cases) / defs.resolution
     give_back()  # the replay's graph
     warnings += waits.warnings
     for r in ranks:
@@ -166,10 +169,24 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
                   kinds=[k for _, _, k in rows], metrics=METRICS, run=_run(defs, ranks, run_metadata),
                   traffic=_traffic(defs, rec, waits), sizes=sizes, size_bins=bins, warnings=warnings, reader=READER)
     give_back()  # the sizes' and traffic's temporaries
+    if defs.dropped.any():
+        ds["events_dropped"] = (("run", "rank"), defs.dropped[np.newaxis].astype(np.float64),
+                                {"description": "events the collector dropped (its trace buffer was full)"})
     seconds = waits.states / defs.resolution
     ds["wait_states"] = (("run", "rank", "state"), seconds[np.newaxis], {"units": "s"})
-    ds["replay_elapsed"] = ("run", [ideal], {"units": "s", "description": "runtime of the trace replayed on an "
-                                             "ideal network (perfkit.io.otf2.replay)"})
+    ds["replay_elapsed"] = ("run", [replayed[len(TRANSFER_SCALES) - 1]],
+                            {"units": "s", "description": "runtime of the trace replayed on an ideal network "
+                                                          "(perfkit.io.otf2.replay)"})
+    ds["replay_network"] = (("run", "transfer_scale"), replayed[np.newaxis, :len(TRANSFER_SCALES)],
+                            {"units": "s", "description": "runtime of the trace replayed with every MPI call's own "
+                                                          "time (its duration less its waits) scaled by "
+                                                          "transfer_scale: 1 as measured, 1/k on a network k times "
+                                                          "faster, 0 the ideal network (perfkit.io.otf2.replay)"})
+    ds["replay_balanced"] = ("run", [replayed[-1]],
+                             {"units": "s", "description": "runtime of the trace replayed with every rank computing "
+                                                           "the mean of the ranks' compute, on the network as "
+                                                           "measured (perfkit.io.otf2.replay)"})
+    ds = ds.assign_coords(transfer_scale=list(TRANSFER_SCALES))
     ds = ds.assign_coords(state=list(STATES))
     ds.attrs["otf2_timer_resolution"] = defs.resolution
     names = defaultdict(lambda: COMPUTE, {ref: function_of(name) for ref, name in defs.regions.items()})
