@@ -65,7 +65,8 @@ def test_whatif_perfect_network_on_a_trace_is_its_replay():
     assert float(got["after"].sel(kind="transfer").max()) == 0.0
     # and it is the ideal-network truth's saving, within 3% of the run
     intervals = lab.read_record(TRACES / name.replace(".mpinside", ".compute"), run["nprocs"])
-    ideal = float(lab.truth(run["scenario"], 8, realised=intervals, ideal_network=True, **run["parameters"])["end"].max())
+    truth = lab.truth(run["scenario"], 8, realised=intervals, ideal_network=True, **run["parameters"])
+    ideal = float(truth["end"].max())
     assert float(got["saving"]) == pytest.approx(float(pop["elapsed"]) - ideal, abs=0.03 * float(pop["elapsed"]))
     modelled = result.sel(run="profile")
     assert float(modelled["speedup_low"]) < float(modelled["speedup_high"])

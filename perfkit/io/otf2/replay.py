@@ -26,9 +26,21 @@ Calls without message or collective events take no time and wait for nothing. Th
 the longest paths of that dependency graph (each call's enter and end a node, edges weighted by
 the compute between them), computed in topological order. Each rank then computes what it had
 left after its last call; ``T_ideal`` is the latest rank's end. Times are integer ticks.
+
+The same graph replays the trace on other networks and with other compute (``replay_runtimes``). A
+call's *own* time is its duration less its waits (late sender, late receiver, at a collective): the
+transfer and the library's work. On a network ``k`` times faster every call ends ``own / k`` after
+the last thing it waits for (its enter, its matched message's send, the collective's last arrival);
+``k = 1`` replays the run as measured (a check of the replay against the trace's own runtime),
+``k = inf`` is the ideal network. The runtime is the longest path, a maximum of functions linear in
+``1 / k``: convex in ``1 / k``, which ``perfkit.analysis.whatif`` uses to bound ``k`` between replayed
+ones. With ``compute`` factors per rank (e.g. ``mean C / C_r``: balanced) each rank's compute
+between calls is scaled by its factor.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from numba import njit
@@ -45,29 +57,61 @@ from perfkit.io.otf2.waits import (
     collective_groups,
 )
 
+#: Scales of every call's own time the reader replays a trace at: as measured, networks 2, 4 and 8 times
+#: faster, the ideal network.
+TRANSFER_SCALES = (1.0, 0.5, 0.25, 0.125, 0.0)
+
 
 def ideal_runtime(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: dict[int, np.ndarray]) -> int:
     """``T_ideal`` [ticks] of the trace whose records are ``rec`` (``waits``: its matched messages and
     late receivers; ``computed``: each rank's total compute ticks; ``comm_ranks``: each
     communicator's world ranks)."""
+    return int(replay_runtimes(rec, waits, computed, comm_ranks, [(0.0, None)])[0])
+
+
+def balanced(computed: np.ndarray) -> np.ndarray:
+    """Per rank, the factor that makes its compute the mean of the ranks' (1 for a rank without compute)."""
+    computed = np.asarray(computed, dtype=float)
+    mean = computed.mean() if computed.size else 0.0
+    return np.divide(mean, computed, out=np.ones_like(computed), where=computed > 0)
+
+
+def replay_runtimes(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: dict[int, np.ndarray],
+                    cases: Sequence[tuple[float, np.ndarray | None]]) -> np.ndarray:
+    """Runtime [ticks] of the trace replayed in each case (``scale``, ``compute``): every call's own
+    time scaled by ``scale`` (``1 / k`` on a network ``k`` times faster; 0: the ideal network, 1: as
+    measured), each rank's compute by its factor in ``compute`` (None: as measured)."""
     n = rec.inst_rank.size
-    if not n:  # no call waits for anything: each rank computes alone
-        return int(np.max(computed, initial=0))
-    after = _next_instances(rec)
-    # node ids: the enter of instance i is i, its end n + i, then the collectives' nodes
-    edges = [(rec.send_inst[waits.send_index], n + rec.recv_inst[waits.recv_index]),
-             _late_receivers(rec, waits, n)]
-    coll_edges, extra = _collectives(rec, comm_ranks, n)
-    edges += coll_edges
-    value, done = _longest_paths(n, extra, rec.inst_compute, after, edges)
-    del edges
-    if done < 2 * n + extra:
-        raise ValueError("the trace's calls wait for each other in a cycle; it cannot be replayed")
-    finish = np.asarray(computed, dtype=np.int64).copy()  # ranks without a call: their computation
-    last = np.flatnonzero(after < 0)  # each rank's last instance
-    r = rec.inst_rank[last]
-    finish[r] = value[n + last] + (finish[r] - rec.inst_compute[last])
-    return int(finish.max(initial=0))
+    after = _next_instances(rec) if n else np.zeros(0, dtype=np.int64)
+    graph = None
+    if n:
+        # node ids: the enter of instance i is i, its end n + i, then the collectives' nodes
+        edges = [(rec.send_inst[waits.send_index], n + rec.recv_inst[waits.recv_index]),
+                 _late_receivers(rec, waits, n)]
+        coll_edges, extra = _collectives(rec, comm_ranks, n)
+        edges += coll_edges
+        graph = _graph(n, extra, after, edges)
+        del edges
+        own = np.clip(rec.inst_leave - rec.inst_enter - waits.late_sender - waits.late_receiver - waits.collective,
+                      0, None)
+        last = np.flatnonzero(after < 0)  # each rank's last instance
+        r = rec.inst_rank[last]
+    out = np.empty(len(cases), dtype=np.int64)
+    for i, (scale, compute) in enumerate(cases):
+        factor = np.ones(len(computed)) if compute is None else np.asarray(compute, dtype=float)
+        total = np.rint(np.asarray(computed, dtype=np.int64) * factor).astype(np.int64)
+        if graph is None:  # no call waits for anything: each rank computes alone
+            out[i] = total.max(initial=0)
+            continue
+        before = rec.inst_compute if compute is None else \
+            np.rint(rec.inst_compute * factor[rec.inst_rank]).astype(np.int64)
+        value, done = _longest_paths(n, extra, before, after, graph, np.rint(own * scale).astype(np.int64))
+        if done < 2 * n + extra:
+            raise ValueError("the trace's calls wait for each other in a cycle; it cannot be replayed")
+        finish = total.copy()  # ranks without a call: their computation
+        finish[r] = value[n + last] + (finish[r] - before[last])
+        out[i] = finish.max(initial=0)
+    return out
 
 
 def _next_instances(rec: Records) -> np.ndarray:
@@ -174,7 +218,7 @@ def _within_ranks(n: int, compute: np.ndarray, after: np.ndarray, indegree: np.n
 
 @njit(cache=True)
 def _kahn(n: int, total: int, compute: np.ndarray, after: np.ndarray, offsets: np.ndarray, targets: np.ndarray,
-          indegree: np.ndarray, value: np.ndarray) -> int:
+          indegree: np.ndarray, value: np.ndarray, own: np.ndarray) -> int:
     queue = np.empty(total, dtype=targets.dtype)
     head = tail = 0
     for v in range(total):
@@ -184,8 +228,8 @@ def _kahn(n: int, total: int, compute: np.ndarray, after: np.ndarray, offsets: n
     while head < tail:
         u = queue[head]
         head += 1
-        if u < n:  # an enter: its end follows at once
-            nxt, weight = n + u, 0
+        if u < n:  # an enter: its end follows after the call's own time
+            nxt, weight = n + u, own[u]
         elif u < 2 * n and after[u - n] >= 0:  # an end: the rank computes, then enters its next call
             nxt = after[u - n]
             weight = compute[nxt] - compute[u - n]
@@ -200,8 +244,9 @@ def _kahn(n: int, total: int, compute: np.ndarray, after: np.ndarray, offsets: n
                 tail += 1
         for e in range(offsets[u + 1], offsets[u + 2]):
             v = targets[e]
-            if value[u] > value[v]:
-                value[v] = value[u]
+            reach = value[u] + (own[v - n] if n <= v < 2 * n else 0)  # a call ends its own time after what it waits for
+            if reach > value[v]:
+                value[v] = reach
             indegree[v] -= 1
             if indegree[v] == 0:
                 queue[tail] = v
@@ -209,19 +254,15 @@ def _kahn(n: int, total: int, compute: np.ndarray, after: np.ndarray, offsets: n
     return head
 
 
-def _longest_paths(n: int, extra: int, compute: np.ndarray, after: np.ndarray,
-                   edges: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, int]:
-    """Longest-path value [ticks] of every node (the enters, the ends of the ``n`` instances, then
-    ``extra`` collective nodes) in topological order (Kahn's algorithm), and how many nodes were
-    reached (fewer than all: a cycle). Each instance's end follows its enter, and its rank's next
-    instance (``after``) is entered after the compute between them (``compute``: the rank's compute
-    ticks before each instance's enter); ``edges`` (source, target) are the waits between ranks. A
-    rank's first instance is entered after the compute before it."""
+def _graph(n: int, extra: int, after: np.ndarray,
+           edges: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The waits between ranks (``edges``, source -> target) as compressed rows (offsets, targets) and
+    every node's in-degree, the rank's own chain included (an end after its enter, a rank's next
+    instance, ``after``, after its end)."""
     total = 2 * n + extra
     small = np.int32 if total < 2**31 else np.int64
     # offsets[u + 1] counts, then ends, then (placing each edge at its end, less one) starts the edges of u
-    count = sum(src.size for src, _ in edges)
-    offsets = np.zeros(total + 2, dtype=np.int32 if count < 2**31 else np.int64)
+    offsets = np.zeros(total + 2, dtype=np.int64)
     indegree = np.zeros(total, dtype=small)
     for src, dst in edges:
         _count(src, offsets[1:])
@@ -230,7 +271,23 @@ def _longest_paths(n: int, extra: int, compute: np.ndarray, after: np.ndarray,
     targets = np.empty(int(offsets[-1]), dtype=small)
     for src, dst in edges:
         _place(src, dst, offsets, targets)
+    indegree[n:2 * n] += 1  # from the instance's enter
+    indegree[after[after >= 0]] += 1  # from the rank's previous instance
+    return offsets, targets, indegree
+
+
+def _longest_paths(n: int, extra: int, compute: np.ndarray, after: np.ndarray,
+                   graph: tuple[np.ndarray, np.ndarray, np.ndarray], own: np.ndarray) -> tuple[np.ndarray, int]:
+    """Longest-path value [ticks] of every node (the enters, the ends of the ``n`` instances, then
+    ``extra`` collective nodes) in topological order (Kahn's algorithm), and how many nodes were
+    reached (fewer than all: a cycle). Each instance's end follows its enter by its ``own`` ticks and
+    whatever it waits for (``graph``, from ``_graph``) by the same, and its rank's next instance
+    (``after``) is entered after the compute between them (``compute``: the rank's compute ticks
+    before each instance's enter). A rank's first instance is entered after the compute before it."""
+    offsets, targets, indegree = graph
+    total = 2 * n + extra
     value = np.zeros(total, dtype=np.int64)
-    _within_ranks(n, compute, after, indegree, value)
-    done = _kahn(n, total, compute, after, offsets, targets, indegree, value)
+    value[:n] = compute  # a rank's first instance: the compute before it (others are raised from their previous)
+    value[after[after >= 0]] = 0
+    done = _kahn(n, total, compute, after, offsets, targets, indegree.copy(), value, own)
     return value, int(done)
