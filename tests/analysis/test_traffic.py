@@ -259,3 +259,20 @@ def test_before_after_titles_and_locality_bars(tplots):
     assert [p.opts.get().kwargs["title"] for p in layout] == ["a: 33.3% between nodes", "b: 88.9% between nodes"]
     bars = tplots.locality_bars(locality(HAND, k=1))
     assert list(bars.data["share"]) == pytest.approx([4 / 36, 25 / 36, 7 / 36])
+
+
+def test_summaries_of_a_lazily_loaded_sparse_store_equal_in_memory(tmp_path):
+    """Traffic stored as pair tables, loaded lazily (dask of sparse.COO blocks): the same numbers, one run's block."""
+    from perfkit import synthetic
+    from perfkit.analysis.traffic import aggregate, locality, rank_totals
+
+    run, _ = synthetic.generate_run(1000, "slt", steps=2)
+    lazy = perfkit.load(perfkit.save(run, tmp_path / "run.zarr"), chunks={})
+    assert hasattr(lazy["traffic"].data, "dask") and isinstance(lazy["traffic"].data._meta, sparse.COO)
+    for quantity in ("bytes", "count", "time"):
+        assert (traffic_matrix(lazy, quantity=quantity) != traffic_matrix(run, quantity=quantity)).nnz == 0
+    pd_equal = lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # noqa: E731
+    pd_equal(rank_totals(lazy), rank_totals(run))
+    pd_equal(locality(lazy).histogram["value"], locality(run).histogram["value"])
+    nodes = np.arange(1000) // 24
+    np.testing.assert_array_equal(aggregate(lazy, nodes).values, aggregate(run, nodes).values)
