@@ -2,7 +2,9 @@
 
 Seeds are the real files of ``tests/data`` (and the bundled MPInside tables); each case is a seeded
 mutation of one seed: byte flips, truncation, deleted or duplicated lines, a number replaced by a
-huge / negative / NaN / inf / non-numeric token, encoding junk. For CUBE archives the members are
+huge / negative / NaN / inf / non-numeric token, encoding junk, a token replaced by 1-8 MB of text,
+the file (mutated or not) gzip-, bzip2- or xz-compressed and sometimes cut short, and the intact file
+truncated by a thread at a random moment while the reader reads it. For CUBE archives the members are
 mutated and the archive rebuilt (and the raw archive bytes are mutated too). Each case runs in a
 forked child of a worker process that has perfkit imported, under ``RLIMIT_AS`` (memory) and a wall
 clock limit, so a segfault, a runaway allocation or a hang is an outcome, not a dead fuzzer.
@@ -152,9 +154,43 @@ def encoding_junk(rng: random.Random, data: bytes) -> bytes:
     return data[:k] + rng.choice(JUNK) * rng.choice((1, 1, 3)) + data[k:]
 
 
-MUTATIONS: dict[str, Callable[[random.Random, bytes], bytes]] = {
+def oversized_token(rng: random.Random, data: bytes) -> bytes:
+    """A token of the file (a name, a number, a header word) replaced by 1-8 MB of one letter."""
+    tokens = [m.span() for m in re.finditer(rb"[A-Za-z_][\w.]*|\d+", data[: 1 << 20])]
+    if not tokens:
+        return data
+    start, stop = rng.choice(tokens)
+    return data[:start] + b"N" * rng.randint(1 << 20, 8 << 20) + data[stop:]
+
+
+_PLAIN_MUTATIONS: dict[str, Callable[[random.Random, bytes], bytes]] = {
     "flip": flip_bytes, "truncate": truncate, "delete": delete_lines, "duplicate": duplicate_lines,
-    "number": replace_number, "junk": encoding_junk,
+    "number": replace_number, "junk": encoding_junk, "token": oversized_token,
+}
+
+
+def compressed(rng: random.Random, data: bytes) -> bytes:
+    """The file mutated otherwise (or not), then gzip-, bzip2- or xz-compressed; a quarter of them cut short."""
+    import bz2
+    import gzip
+    import lzma
+
+    if rng.random() < 0.7:
+        data = _PLAIN_MUTATIONS[rng.choice(list(_PLAIN_MUTATIONS))](rng, data)
+    packed = rng.choice((gzip.compress, bz2.compress, lzma.compress))(data)
+    return packed[: rng.randrange(1, len(packed))] if rng.random() < 0.25 else packed
+
+
+def untouched(rng: random.Random, data: bytes) -> bytes:
+    """The file as it is: ``generate`` names it so that ``run_case`` truncates it while it is read."""
+    return data
+
+
+#: A case whose file name holds this is truncated by a thread of the case while the reader reads it.
+CUT_WHILE_READ = "-cut-while-read"
+
+MUTATIONS: dict[str, Callable[[random.Random, bytes], bytes]] = {
+    **_PLAIN_MUTATIONS, "compressed": compressed, "cut-while-read": untouched,
 }
 
 
@@ -202,7 +238,8 @@ def generate(seed_files: dict[str, list[Path]], cases: int, directory: Path, see
                 mutated, label = mutate_archive(rng, data, how), f"member-{how}"
             else:
                 mutated, label = MUTATIONS[how](rng, data), how
-            path = directory / fmt / f"{n:05d}{src.suffix}"
+            cut = CUT_WHILE_READ if how == "cut-while-read" else ""
+            path = directory / fmt / f"{n:05d}{cut}{src.suffix}"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(mutated)
             out.append(Case(fmt, src.name, label, path))
@@ -382,6 +419,12 @@ def run_case(path: str, fmt: str) -> dict[str, Any]:
 
     from perfkit.errors import PerfkitFormatError
 
+    if CUT_WHILE_READ in Path(path).name:  # another process cuts the file short while it is read
+        import threading
+
+        rng = random.Random(path)
+        size = os.path.getsize(path)
+        threading.Timer(rng.uniform(0.0, 0.05), os.truncate, (path, rng.randrange(size // 8, size))).start()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
