@@ -118,15 +118,18 @@ def _warm_up() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         runs = sorted((DATA / "synthetic" / "48").glob("*.mpinside"))[:2]
-        saved = os.dup(2)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        saved = {fd: os.dup(fd) for fd in (1, 2)}  # what the commands print is not the answer to the test
+        for fd in saved:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
         try:
             main(["convert", str(runs[0]), "-o", f"{tmp}/a.zarr", "--workers", "1"])
             main(["convert", str(runs[1]), "-o", f"{tmp}/a.zarr", "--workers", "1", "--append"])
             main(["place", str(runs[0]), "--nodes", "2", "--ppn", "24", "-o", f"{tmp}/rankfile",
                   "--prediction", f"{tmp}/p.json"])
         finally:
-            os.dup2(saved, 2)
+            sys.stdout.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
     if dask.threaded.default_pool is not None:
         dask.threaded.default_pool.shutdown(wait=True)
         dask.threaded.default_pool = None
