@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
 
+from perfkit.signals import deferred
+
 TAG = ".perfkit-tmp-"
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.perfkit-tmp-(?P<pid>\d+)(?P<old>\.old)?$")
 _AT_FDCWD = -100
@@ -191,11 +193,12 @@ def sweep(folder: str | PathLike, found: list[Path] | None = None) -> list[Path]
     """Remove the ``stale`` temporaries of ``folder`` (or those ``found`` already); a store moved aside by a
     writer (``.old``) goes back to its name if nothing took its place. Returns them."""
     found = stale(folder) if found is None else found
-    for path in found:
-        match = _TEMPORARY.match(path.name)
-        target = path.parent / match["name"] if match else path
-        if match and match["old"] and not (target.exists() or target.is_symlink()):
-            os.rename(path, target)
-        else:
-            remove(path)
+    with deferred():  # a signal meanwhile stops the command once they are gone, not with one half removed
+        for path in found:
+            match = _TEMPORARY.match(path.name)
+            target = path.parent / match["name"] if match else path
+            if match and match["old"] and not (target.exists() or target.is_symlink()):
+                os.rename(path, target)
+            else:
+                remove(path)
     return found
