@@ -64,7 +64,13 @@ def cells(timeline: xr.DataArray, width: float, bins: int | None = None, max_row
     if bins < 1 or nbins % bins:
         raise ValueError(f"bins must divide the timeline's {nbins} bins, got {bins}")
     step = -(-nranks // max_rows)
-    blocks = np.add.reduceat(values, np.arange(0, nranks, step), axis=0, dtype=np.float64) if step > 1 else values
+    blocks = values
+    if step > 1:  # whole blocks by a reshape (reduceat over the first axis is ~8x slower), then the last, short one
+        whole = nranks // step * step
+        blocks = np.empty((-(-nranks // step), nbins, nkinds))
+        blocks[:whole // step] = values[:whole].reshape(whole // step, step, nbins, nkinds).sum(axis=1)
+        if whole < nranks:
+            blocks[-1] = values[whole:].sum(axis=0)
     seconds = blocks.reshape(blocks.shape[0], bins, nbins // bins, nkinds).sum(axis=2, dtype=np.float64)
     ranks = np.asarray(timeline["rank"].values)[::step]
     column = width * (nbins // bins)
