@@ -36,12 +36,16 @@ it: ``D' = D`` (untouched) and ``D' = 0`` for ``balance`` and ``drop_slowest``,
 busiest transferring rank's transfer time). Estimated waits (``estimated``) add the error of the
 wait split, which the interval does not cover.
 
-A trace (``replay_elapsed``, ``perfkit.io.otf2.replay``) answers ``perfect_network`` without the
-model: its events replayed on an ideal network give the runtime the run would have had, every
-message instant and every wait for a partner's transfer gone, with the waits for a partner's
-compute kept where the trace put them. The saving is then POP's ``elapsed - ideal_elapsed`` of the
-parallel region (``perfkit.analysis.pop``), ``speedup_low = speedup_high = speedup`` and ``basis``
-says ``replayed`` (``modelled`` for everything else).
+A trace answers ``perfect_network``, ``network`` (``k >= 1``) and ``balance`` by its replay
+(``perfkit.io.otf2.replay``): its events replayed with every MPI call's own time (duration less
+waits) scaled by ``1 / k`` (0 for a perfect network), or with every rank computing the mean, the
+waits for a partner's compute kept where the trace put them. The saving is the replay as measured
+less the replay of the scenario (``replay_network``, ``replay_balanced``). For the ``k`` the reader
+replayed (1, 2, 4, 8, a perfect network) it is one answer (``speedup_low = speedup_high``); between
+them the runtime, convex and non-decreasing in ``1 / k``, lies at or below the chord of its
+neighbours (the point prediction, and the low end of the speed-up) and at or above the lines
+through the neighbouring pairs (the high end). ``basis`` says ``replayed`` (``modelled`` for a
+profile, a trace read before these replays, ``k < 1``, ``compute`` and ``drop_slowest``).
 
 Limits: transfer time includes MPI's software overhead (a perfect network removes it too); no
 change of the communication pattern, of message counts or of the critical path is modelled.
@@ -57,7 +61,6 @@ import numpy as np
 import xarray as xr
 
 from perfkit.analysis.cube import with_loaded_coords
-from perfkit.analysis.pop import pop_metrics
 from perfkit.analysis.waits import WAIT_KINDS, breakdown
 
 Scenario = Literal["perfect_network", "network", "compute", "balance", "drop_slowest"]
@@ -98,12 +101,14 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
     after = xr.concat([after_busy, _waits(before, elapsed_after - busy_after)], dim="kind").sel(kind=before["kind"])
     kept, gone = _dynamic_range(before, dynamic, scenario, k)
     low, high = elapsed / (longest + kept), elapsed / (longest + gone)
-    replayed = _replayed_saving(ds) if scenario == "perfect_network" else xr.full_like(elapsed, np.nan)
-    exact = replayed.notnull()
-    if exact.any():
-        elapsed_after = (elapsed - replayed).where(exact, elapsed_after)
+    replayed = _replayed(ds, scenario, k) if ranks is None else None
+    exact = xr.zeros_like(elapsed, dtype=bool)
+    if replayed is not None:
+        point, slowest, fastest = (elapsed - saving for saving in replayed)  # elapsed after, and its two ends
+        exact = point.notnull()
+        elapsed_after = point.where(exact, elapsed_after)
         after = xr.concat([after_busy, _waits(before, elapsed_after - busy_after)], dim="kind").sel(kind=before["kind"])
-        low, high = (elapsed / elapsed_after).where(exact, low), (elapsed / elapsed_after).where(exact, high)
+        low, high = (elapsed / slowest).where(exact, low), (elapsed / fastest).where(exact, high)
     basis = xr.where(exact, "replayed", "modelled")
     result = xr.Dataset({
         "before": before, "after": after.transpose(*before.dims),
@@ -120,13 +125,39 @@ def whatif(ds: xr.Dataset, scenario: Scenario, k: float = 2.0, *, run: str | Seq
     return result
 
 
-def _replayed_saving(ds: xr.Dataset) -> xr.DataArray:
-    """Per run, what the trace's replay on an ideal network saves [s] (NaN for a run without one)."""
-    if "replay_elapsed" not in ds.data_vars:
-        return xr.DataArray(np.full(ds.sizes["run"], np.nan), dims="run", coords={"run": ds["run"].values})
-    pop = pop_metrics(ds)
-    saving = (pop["elapsed"] - pop["ideal_elapsed"]).where(ds["replay_elapsed"].notnull())
-    return saving.reset_coords(drop=True)
+def _replayed(ds: xr.Dataset, scenario: str,
+              k: float) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray] | None:
+    """Per run, the saving [s] a trace's replays give for ``scenario``: the point and the smallest and
+    largest it can be (NaN for a run without replays); None when no replay answers the scenario."""
+    if "replay_network" not in ds.data_vars or scenario not in ("perfect_network", "network", "balance"):
+        return None
+    times = ds["replay_network"]
+    measured = times.sel(transfer_scale=1.0)
+    if scenario == "balance":
+        saving = measured - ds["replay_balanced"]
+        return saving, saving, saving
+    scale = 0.0 if scenario == "perfect_network" else 1.0 / k
+    if not 0.0 <= scale <= 1.0:
+        return None
+    scales = times["transfer_scale"].values.astype(float)
+    order = np.argsort(scales)
+    s, t = scales[order], times.values[:, order]  # (run, scale), scales rising
+    hi = int(np.clip(np.searchsorted(s, scale), 1, s.size - 1))
+    lo = hi - 1
+    if np.isclose(s[hi], scale) or np.isclose(s[lo], scale):
+        at = t[:, hi if np.isclose(s[hi], scale) else lo]
+        lowest = highest = at
+    else:  # convex: at or below the chord, at or above the lines through the neighbouring pairs
+        highest = t[:, lo] + (t[:, hi] - t[:, lo]) * (scale - s[lo]) / (s[hi] - s[lo])
+        bounds = [t[:, lo]]
+        if lo >= 1:
+            bounds.append(t[:, lo] + (t[:, lo] - t[:, lo - 1]) * (scale - s[lo]) / (s[lo] - s[lo - 1]))
+        if hi + 1 < s.size:
+            bounds.append(t[:, hi] + (t[:, hi + 1] - t[:, hi]) * (scale - s[hi]) / (s[hi + 1] - s[hi]))
+        lowest = np.minimum(np.max(bounds, axis=0), highest)
+    def saving(after: np.ndarray) -> xr.DataArray:
+        return measured - xr.DataArray(after, dims="run", coords={"run": times["run"]})
+    return saving(highest), saving(highest), saving(lowest)
 
 
 def _elapsed(ds: xr.Dataset, total: xr.DataArray) -> xr.DataArray:
