@@ -27,7 +27,7 @@ def resolutions(nbins: int) -> list[int]:
 def timeline_control(ds: xr.Dataset) -> pn.widgets.Select:
     """The resolution control: how many time columns to draw (default: every stored bin)."""
     options = resolutions(ds.sizes["time_bin"])
-    return pn.widgets.Select(name="time columns", options=options, value=options[0], width=WIDGET_WIDTH)
+    return pn.widgets.Select(label="time columns", options=options, value=options[0], width=WIDGET_WIDTH)
 
 
 def timeline_view(ds: xr.Dataset, run: str, columns: int) -> Any:
