@@ -42,6 +42,7 @@ from perfkit.analysis.cube import (
     with_loaded_coords,
     zero_nan,
 )
+from perfkit.analysis.pop import STARTUP
 
 Group = Literal["function", "kind", "call"]
 #: Robust z-score above which a rank is an outlier (Iglewicz and Hoaglin).
@@ -224,7 +225,10 @@ def mpi_share(ds: xr.Dataset) -> pd.DataFrame:
     One row per (run, call): time [s], calls (``calls_sent + calls_recv`` when the format has no
     call count), bytes (sent + received) [B], ``time_share`` (of all
     MPI time), ``call_share`` (of all MPI calls), ``elapsed_share`` (time / total time of all
-    functions on all ranks), ``mean_bytes`` per call. Sorted by run, then time.
+    functions on all ranks), ``mean_bytes`` per call. Sorted by run, then time. Start-up and
+    shut-down (``pop.STARTUP``: ``MPI_Init``, ``MPI_Init_thread``, ``MPI_Finalize``) are left out of
+    the calls and of the total time, as mpiP's MPI% and POP leave them out: a trace, which times
+    ``MPI_Finalize``, and a profile of the same run, which does not, then state the same share.
     """
     ds = with_loaded_coords(ds)
     sums = evaluate(over_ranks(ds)[0])[0]
@@ -233,7 +237,8 @@ def mpi_share(ds: xr.Dataset) -> pd.DataFrame:
     frame = pd.DataFrame({"run": np.repeat(runs, names.size), "call": np.tile(names, runs.size),
                           **{metric: per_call[..., i].ravel() for i, metric in enumerate(ds["metric"].values)}})
     frame = frame.rename(columns={"time": "time_s"})
-    total = np.sum(zero_nan(sums[..., ds.indexes["metric"].get_loc("time")]), axis=1)
+    startup = np.isin(ds["call"].values.astype(str), STARTUP)
+    total = np.sum(zero_nan(sums[:, ~startup, ds.indexes["metric"].get_loc("time")]), axis=1)
     frame["bytes"] = frame["bytes_sent"].fillna(0) + frame["bytes_recv"].fillna(0)
     frame["calls"] = frame["calls"].fillna(frame["calls_sent"].fillna(0) + frame["calls_recv"].fillna(0))
     frame["time_share"] = frame["time_s"] / frame.groupby("run")["time_s"].transform("sum")
@@ -246,13 +251,13 @@ def mpi_share(ds: xr.Dataset) -> pd.DataFrame:
 
 
 def _mpi_totals(ds: xr.Dataset, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """MPI calls (sorted, without MPI_Init) and each one's totals over ranks, (run, call, metric).
+    """MPI calls (sorted, without start-up and shut-down) and each one's totals over ranks, (run, call, metric).
 
     ``sums`` is the profile summed over ranks, (run, function, metric) (``cube.over_ranks``). A
     total is NaN where the call has no value on any rank of the run.
     """
     call_of = ds["call"].values.astype(str)
-    mpi = np.char.startswith(call_of, "MPI_") & (call_of != "MPI_Init")
+    mpi = np.char.startswith(call_of, "MPI_") & ~np.isin(call_of, STARTUP)
     names, inverse = np.unique(call_of[mpi], return_inverse=True)
     totals = [nan_sum(sums[:, mpi][:, inverse == i], axis=1) for i in range(names.size)]
     return names, np.stack(totals, axis=1)

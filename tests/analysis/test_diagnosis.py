@@ -154,7 +154,7 @@ def test_unexplained_waits_say_what_they_could_be(real_runs):
 
 
 def test_imbalanced_real_run_names_the_ranks(real_runs):
-    found = diagnose(real_runs[1], run="clover_leaf.16.29054.1")  # load balance 0.59
+    found = diagnose(real_runs[1], run="clover_leaf.16")  # load balance 0.59
     row = found[found["category"] == "load_imbalance"].iloc[0]
     assert row["text"].startswith("Load balance 0.59") and "ranks " in row["text"]
 

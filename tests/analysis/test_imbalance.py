@@ -159,3 +159,15 @@ def test_size_summary_small_messages():
     assert sizes.loc["MPI_Bcast", "small_share"] == 1.0
     assert sizes.loc["MPI_Bcast", "messages"] == 48 * 300
     assert size_summary(ds.drop_vars("sizes")).empty
+
+
+def test_a_trace_and_the_profile_of_one_run_state_the_same_mpi_share():
+    """The collector's profile does not time MPI_Finalize, its trace does; start-up and shut-down are left
+    out of both, so both state the MPI share between them (the lab run traced across 4 testbed nodes)."""
+    run = ROOT / "data" / "lab" / "traces" / "dynamic_imbalance-np8.mpinside"
+    profile, trace = mpi_share(perfkit.open_profile(run)), mpi_share(perfkit.open_profile(f"{run}.otf2"))
+    assert "MPI_Finalize" in perfkit.open_profile(f"{run}.otf2")["call"].values
+    for share in (profile, trace):
+        assert not share["call"].isin(["MPI_Init", "MPI_Init_thread", "MPI_Finalize"]).any()
+    assert trace["elapsed_share"].sum() == pytest.approx(profile["elapsed_share"].sum(), abs=1e-3)
+    assert 0.3 < profile["elapsed_share"].sum() < 0.5
