@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -113,8 +114,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         steps = {what: measure(what, args.ranks, args.ppn, Path(tmp))
                  for what in ("save", *(("convert",) if args.convert else ()), "place")}
-    results = {"machine_note": "2 cores shared with other jobs (load average 15-130 during this run): read memory, "
-                               "not wall time",
+    results = {"load_average_1min_at_end": os.getloadavg()[0],
                "limits": {"store_mb": 50, "place_peak_rss_mib": 2048}, **steps}
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results, indent=1))
