@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -39,11 +40,17 @@ def open_explorer_app(page, serve):
     return plot
 
 
+def _die_with_parent() -> None:
+    """In the server's process before it runs: SIGTERM when the test process dies (a killed pytest left a
+    panel server running under PID 1 for an hour)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
 def start_server(command: list[str], port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
     """Start ``command`` in its own process group and wait until ``port`` accepts connections."""
     with log.open("wb") as out:
         proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
