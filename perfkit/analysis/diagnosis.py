@@ -129,8 +129,10 @@ def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
     info = table["category"].isin(["mpi_share", "empty"])
     table["severity"] = np.select([info, table["share"] >= HIGH, table["share"] >= MEDIUM],
                                   ["info", "high", "medium"], "low")
-    order = table.assign(_key=table["seconds"].round(9), _first=table["category"] != "efficiency")
-    order = order.sort_values(["_key", "_first"], ascending=[False, True], kind="stable")
+    position = {r: i for i, r in enumerate(runs)}  # ties in run order, however the runs were chunked
+    order = table.assign(_key=table["seconds"].round(9), _first=table["category"] != "efficiency",
+                         _run=table["run"].map(position).fillna(len(runs)))
+    order = order.sort_values(["_key", "_first", "_run"], ascending=[False, True, True], kind="stable")
     return table.loc[order.index].reset_index(drop=True)
 
 
