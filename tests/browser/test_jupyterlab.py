@@ -28,7 +28,11 @@ SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
 }
-PROMPTS_JS = "() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'), e => e.textContent.trim())"
+#: Execution prompts of the code cells whose input is shown (a hidden input's prompt stays empty).
+PROMPTS_JS = ("() => Array.from(document.querySelectorAll('.jp-CodeCell'))"
+              ".filter(c => !c.querySelector('.jp-InputPlaceholder'))"
+              ".map(c => c.querySelector('.jp-InputPrompt').textContent.trim())")
+IDLE = re.compile(r"Python 3 \(ipykernel\) \| Idle")
 
 
 @pytest.fixture
@@ -58,8 +62,10 @@ def lab_settings(tmp_path: Path) -> Path:
 
 
 def all_cells_ran(page) -> bool:
+    """Every shown cell has its execution count and the kernel is idle (so hidden cells after them ran too)."""
     prompts = page.evaluate(PROMPTS_JS)
-    return bool(prompts) and all(re.fullmatch(r"\[\d+\]:", p) for p in prompts)
+    ran = bool(prompts) and all(re.fullmatch(r"\[\d+\]:", p) for p in prompts)
+    return ran and page.locator(".jp-StatusBar-Widget", has_text=IDLE).count() > 0
 
 
 def test_tour_in_jupyterlab(page, serve, artifacts, tmp_path, untouched_notebook):
@@ -73,7 +79,7 @@ def test_tour_in_jupyterlab(page, serve, artifacts, tmp_path, untouched_notebook
     page.goto(f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}?reset&token={token}", timeout=60_000)
     page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
     # cells sent before the kernel is connected are dropped: wait for it
-    page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"Python 3 \(ipykernel\) \| Idle")).first.wait_for(
+    page.locator(".jp-StatusBar-Widget", has_text=IDLE).first.wait_for(
         timeout=KERNEL_TIMEOUT * 1000)
 
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
