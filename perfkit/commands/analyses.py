@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfkit.commands.render import FORMATS, Column, Table, render
+from perfkit.errors import PerfkitFormatError
 from perfkit.text import number, plural
 
 if TYPE_CHECKING:
@@ -53,7 +55,14 @@ def load_runs(patterns: Sequence[str], input_format: str | None = None, errors: 
     from perfkit.io.open import expand_paths
 
     paths = [path for pattern in patterns for path in expand_paths(pattern)]
-    stores = [perfkit.load(path, chunks={}) for path in paths if path.suffix in STORES]
+    stores = []
+    for path in (p for p in paths if p.suffix in STORES):
+        try:
+            stores.append(perfkit.load(path, chunks={}))
+        except PerfkitFormatError as exc:  # not a store perfkit wrote (a netCDF of something else)
+            if errors == "raise":
+                raise
+            print(f"refused: {exc}", file=sys.stderr)
     files = [path for path in paths if path.suffix not in STORES]
     datasets = stores
     if files:
