@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import perfkit
 from perfkit.analysis.pop import pop_metrics
-from tests.io.otf2_writer import RESOLUTION, Call, Trace, write_trace
+from tests.io.otf2_writer import RESOLUTION, Call, Trace, exchange_trace, pipeline_trace, write_trace
 
 FIXTURES = Path("/work/shared/fixtures/otf2")
 BUNDLED = sorted(Path(__file__).resolve().parents[1].joinpath("data", "otf2").glob("*/traces.otf2"))
@@ -29,29 +29,12 @@ def _pop(anchor: Path) -> dict[str, float]:
         pop["evidence"].sel(efficiency="transfer_efficiency").item())}
 
 
-def _pipeline(nranks: int, compute: int, delay: int) -> tuple[Trace, int]:
-    """Rank r receives from r-1, computes ``compute`` ticks, sends to r+1; each message arrives
-    ``delay`` ticks after its send began. Returns the trace and its real runtime."""
-    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
-    end: dict[int, int] = {}
-    ready = 0  # when rank r starts computing
-    for r in range(nranks):
-        if r:
-            calls[r].append(Call("MPI_Recv", 0, ready, recv=[(r - 1, 0, 8)]))
-        send = ready + compute
-        if r < nranks - 1:
-            calls[r].append(Call("MPI_Send", send, send + 1, send=[(r + 1, 0, 8)]))
-        end[r] = send + (r < nranks - 1)
-        ready = send + delay
-    return Trace(calls, end=end), end[nranks - 1]
-
-
 @pytest.mark.parametrize("nranks", [2, 4, 7])
 def test_a_pipeline_serialises(tmp_path: Path, nranks: int) -> None:
     """Only one rank computes at a time: on an ideal network the runtime is every rank's compute in
     turn, so SerE = 1/n; the real runtime adds one delay per hop and the sends' ticks."""
     compute, delay = 1000, 30
-    trace, real = _pipeline(nranks, compute, delay)
+    trace, real = pipeline_trace(nranks, compute, delay)
     pop = _pop(write_trace(tmp_path, trace))
     assert pop["elapsed"] == pytest.approx(real / RESOLUTION)
     assert pop["ideal_elapsed"] == pytest.approx(nranks * compute / RESOLUTION)
@@ -60,25 +43,11 @@ def test_a_pipeline_serialises(tmp_path: Path, nranks: int) -> None:
     assert pop["evidence"] == "measured"
 
 
-def _exchange(nranks: int, steps: int, compute: int, delay: int) -> Trace:
-    """Every step each rank computes, MPI_Isend to both neighbours (no time) and MPI_Recv from both,
-    the messages taking ``delay`` ticks: balanced, slowed by transfers only."""
-    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
-    step = compute + delay
-    for r in range(nranks):
-        left, right = (r - 1) % nranks, (r + 1) % nranks
-        for k in range(steps):
-            t = k * step + compute
-            calls[r].append(Call("MPI_Isend", t, t, isend=[(right, 0, 64, 2 * k), (left, 1, 64, 2 * k + 1)]))
-            calls[r].append(Call("MPI_Recv", t, t + delay, recv=[(left, 0, 64), (right, 1, 64)]))
-    return Trace(calls, end=steps * step)
-
-
 @pytest.mark.parametrize(("delay", "nranks"), [(0, 2), (25, 2), (100, 4), (400, 3)])
 def test_a_balanced_exchange_with_slow_transfers(tmp_path: Path, delay: int, nranks: int) -> None:
     """SerE = 1 (nothing waits for a computation), TrE = compute / (compute + delay)."""
     compute, steps = 200, 5
-    pop = _pop(write_trace(tmp_path, _exchange(nranks, steps, compute, delay)))
+    pop = _pop(write_trace(tmp_path, exchange_trace(nranks, steps, compute, delay)))
     assert pop["ideal_elapsed"] == pytest.approx(steps * compute / RESOLUTION)
     assert pop["serialisation_efficiency"] == pytest.approx(1.0)
     assert pop["transfer_efficiency"] == pytest.approx(compute / (compute + delay))

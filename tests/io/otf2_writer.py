@@ -88,6 +88,37 @@ def write_trace(directory: Path, trace: Trace) -> Path:
     return Path(directory) / "traces.otf2"
 
 
+def pipeline_trace(nranks: int, compute: int, delay: int) -> tuple[Trace, int]:
+    """Rank r receives from r-1, computes ``compute`` ticks, sends to r+1; each message arrives
+    ``delay`` ticks after its send began. Returns the trace and its real runtime."""
+    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
+    end: dict[int, int] = {}
+    ready = 0  # when rank r starts computing
+    for r in range(nranks):
+        if r:
+            calls[r].append(Call("MPI_Recv", 0, ready, recv=[(r - 1, 0, 8)]))
+        send = ready + compute
+        if r < nranks - 1:
+            calls[r].append(Call("MPI_Send", send, send + 1, send=[(r + 1, 0, 8)]))
+        end[r] = send + (r < nranks - 1)
+        ready = send + delay
+    return Trace(calls, end=end), end[nranks - 1]
+
+
+def exchange_trace(nranks: int, steps: int, compute: int, delay: int) -> Trace:
+    """Every step each rank computes, MPI_Isend to both neighbours (no time) and MPI_Recv from both,
+    the messages taking ``delay`` ticks: balanced, slowed by transfers only."""
+    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
+    step = compute + delay
+    for r in range(nranks):
+        left, right = (r - 1) % nranks, (r + 1) % nranks
+        for k in range(steps):
+            t = k * step + compute
+            calls[r].append(Call("MPI_Isend", t, t, isend=[(right, 0, 64, 2 * k), (left, 1, 64, 2 * k + 1)]))
+            calls[r].append(Call("MPI_Recv", t, t + delay, recv=[(left, 0, 64), (right, 1, 64)]))
+    return Trace(calls, end=steps * step)
+
+
 def _write_call(writer: object, defs: object, regions: dict[str, object], comms: dict[str, object],
                 call: Call) -> None:
     if call.region not in regions:

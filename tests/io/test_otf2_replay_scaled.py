@@ -17,7 +17,7 @@ import perfkit
 from perfkit.analysis.pop import pop_metrics
 from perfkit.io.otf2.replay import TRANSFER_SCALES, balanced
 from tests.helpers import ROOT
-from tests.io.otf2_writer import RESOLUTION, Call, Trace, write_trace
+from tests.io.otf2_writer import RESOLUTION, Call, Trace, exchange_trace, pipeline_trace, write_trace
 
 LAB = sorted((ROOT / "data" / "lab" / "traces").glob("*.otf2"))
 SCORE_P = sorted((ROOT / "tests" / "data" / "otf2").glob("*/traces.otf2"))
@@ -33,14 +33,7 @@ def test_a_balanced_exchange_takes_its_transfers_scaled(tmp_path: Path) -> None:
     """Each step every rank computes 200 ticks, sends both neighbours a message and receives theirs in an
     MPI_Recv of ``delay`` ticks that waits for no one: the run takes steps x (200 + scale x delay)."""
     nranks, steps, compute, delay = 3, 5, 200, 40
-    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
-    for r in range(nranks):
-        left, right = (r - 1) % nranks, (r + 1) % nranks
-        for k in range(steps):
-            t = k * (compute + delay) + compute
-            calls[r].append(Call("MPI_Isend", t, t, isend=[(right, 0, 64, 2 * k), (left, 1, 64, 2 * k + 1)]))
-            calls[r].append(Call("MPI_Recv", t, t + delay, recv=[(left, 0, 64), (right, 1, 64)]))
-    network, _ = _replays(write_trace(tmp_path, Trace(calls, end=steps * (compute + delay))))
+    network, _ = _replays(write_trace(tmp_path, exchange_trace(nranks, steps, compute, delay)))
     expected = [steps * (compute + scale * delay) / RESOLUTION for scale in TRANSFER_SCALES]
     assert network == pytest.approx(expected)
 
@@ -49,17 +42,8 @@ def test_a_pipeline_pays_each_hop_scaled(tmp_path: Path) -> None:
     """Rank r receives from r - 1, computes, sends on; each message arrives ``delay`` ticks after its send
     began: n x compute + (n - 1) x scale x delay."""
     nranks, compute, delay = 4, 1000, 32  # a whole number of ticks at every scale
-    calls: dict[int, list[Call]] = {r: [] for r in range(nranks)}
-    ready, end = 0, {}
-    for r in range(nranks):
-        if r:
-            calls[r].append(Call("MPI_Recv", 0, ready, recv=[(r - 1, 0, 8)]))
-        send = ready + compute
-        if r < nranks - 1:
-            calls[r].append(Call("MPI_Send", send, send + 1, send=[(r + 1, 0, 8)]))
-        end[r] = send + (r < nranks - 1)
-        ready = send + delay
-    network, _ = _replays(write_trace(tmp_path, Trace(calls, end=end)))
+    trace, _ = pipeline_trace(nranks, compute, delay)
+    network, _ = _replays(write_trace(tmp_path, trace))
     expected = [(nranks * compute + (nranks - 1) * scale * delay) / RESOLUTION for scale in TRANSFER_SCALES]
     assert network == pytest.approx(expected)
 

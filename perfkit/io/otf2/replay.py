@@ -62,13 +62,6 @@ from perfkit.io.otf2.waits import (
 TRANSFER_SCALES = (1.0, 0.5, 0.25, 0.125, 0.0)
 
 
-def ideal_runtime(rec: Records, waits: Waits, computed: np.ndarray, comm_ranks: dict[int, np.ndarray]) -> int:
-    """``T_ideal`` [ticks] of the trace whose records are ``rec`` (``waits``: its matched messages and
-    late receivers; ``computed``: each rank's total compute ticks; ``comm_ranks``: each
-    communicator's world ranks)."""
-    return int(replay_runtimes(rec, waits, computed, comm_ranks, [(0.0, None)])[0])
-
-
 def balanced(computed: np.ndarray) -> np.ndarray:
     """Per rank, the factor that makes its compute the mean of the ranks' (1 for a rank without compute)."""
     computed = np.asarray(computed, dtype=float)
