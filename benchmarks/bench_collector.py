@@ -126,7 +126,7 @@ def _traced_once(nprocs: int, options: dict, work: Path) -> tuple[float, dict | 
     from perfkit.collect.trace import trace_summary
 
     launch = lab.launch_command("balanced", nprocs, steps=TRACE_STEPS, step_seconds=0.0)
-    result = collect(launch, work / "trace-bench.mpinside", timeout=600, **options)
+    result = collect(launch, work / "trace-bench.mpinside", timeout=600, overwrite=True, **options)
     if result.returncode != 0 or result.output is None:
         raise RuntimeError(f"lab run failed: {result.message}")
     profile = perfkit.open_profile(result.output)

@@ -53,7 +53,7 @@ def _runs(tb: Testbed, launch: list[str], work: Path, tag: str, runs: int) -> tu
     found = []
     for i in range(runs):
         out = work / f"{tag}-{i}.mpinside"
-        result = collect(launch, out, matrices=True, trace=True, timeout=600)
+        result = collect(launch, out, matrices=True, trace=True, timeout=600, overwrite=True)
         if result.output is None or result.trace is None:
             raise RuntimeError(f"{tag} run {i}: {result.message[-2000:]}")
         found.append((float(pop_metrics(perfkit.open_profile(result.trace))["elapsed"].isel(run=0)), out))

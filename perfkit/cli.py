@@ -433,7 +433,10 @@ examples:
   perfkit collect -o run.mpinside --trace -- mpirun -np 4 ./app 10         (and run.mpinside.otf2/)
 
 The exit status is the program's. OUT is written only when every rank reached MPI_Finalize, and
-atomically (a temporary file renamed). Read it with perfkit.open_profile(OUT). See docs/collector.md.
+atomically (a temporary file renamed); an existing OUT is replaced only with --force, and a run that
+fails or is stopped leaves it as it was. SIGINT, SIGTERM or SIGHUP stop the launch (status 130, 143,
+129); if perfkit itself is killed, a watchdog stops the launch. Read OUT with perfkit.open_profile(OUT).
+See docs/collector.md.
 """
 
 
@@ -441,10 +444,13 @@ atomically (a temporary file renamed). Read it with perfkit.open_profile(OUT). S
 def _configure_collect(parser: argparse.ArgumentParser) -> Runner:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = _COLLECT_EPILOG
-    parser.usage = ("perfkit collect -o OUT [--slt] [--collective-wait] [--matrices] [--trace [--trace-buffer MB]] "
-                    "[--timeout S] -- LAUNCH...")
+    parser.usage = ("perfkit collect -o OUT [--force] [--slt] [--collective-wait] [--matrices] "
+                    "[--trace [--trace-buffer MB]] [--timeout S] -- LAUNCH...")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="the profile to write (MPInside text tables), e.g. run.mpinside")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing OUT (and OUT.otf2/ with --trace); default: refuse it before the "
+                             "launch")
     parser.add_argument("--slt", action="store_true",
                         help="measure send-late time: the part of each receive (Recv, Sendrecv, the Wait/Test that "
                              "completes an Irecv) spent because the matching send had not started yet; shown as "
@@ -468,16 +474,33 @@ def _configure_collect(parser: argparse.ArgumentParser) -> Runner:
 
 
 def _run_collect(args: argparse.Namespace) -> int:
+    from perfkit import signals
+
+    before = _identity(args.output)
+    return signals.run("collect", lambda: _collect(args), lambda: f"launch stopped, {_fate(args.output, before)}, "
+                                                                  f"{_temporaries([args.output])}")
+
+
+def _collect(args: argparse.Namespace) -> int:
+    import warnings
+
     from perfkit.collect import collect
-    from perfkit.collect.run import TRACE_BUFFER_MB
+    from perfkit.collect.run import TRACE_BUFFER_MB, check_outputs, launch_files
+    from perfkit.errors import PerfkitWarning
 
     launch = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
     if args.trace_buffer is not None and not args.trace:
         print("perfkit collect: --trace-buffer needs --trace", file=sys.stderr)
         return 2
-    result = collect(launch, args.output, slt=args.slt, collective_wait=args.collective_wait,
-                     matrices=args.matrices, timeout=args.timeout, trace=args.trace,
-                     trace_buffer=args.trace_buffer or TRACE_BUFFER_MB)
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    _check_outputs([(output, False)], args.force, launch_files(launch))  # before the launch, not after the run
+    check_outputs(output, launch, overwrite=args.force, trace=args.trace)
+    with warnings.catch_warnings():  # the temporaries are swept and reported by _check_outputs
+        warnings.filterwarnings("ignore", "removed .* temporary", PerfkitWarning)
+        result = collect(launch, output, slt=args.slt, collective_wait=args.collective_wait, matrices=args.matrices,
+                         timeout=args.timeout, trace=args.trace, trace_buffer=args.trace_buffer or TRACE_BUFFER_MB,
+                         overwrite=args.force)
     print(f"perfkit collect: {result.message}", file=sys.stderr)
     return result.returncode
 

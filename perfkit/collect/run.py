@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from perfkit import atomic
 from perfkit.collect.build import build_library
 from perfkit.collect.launch import with_environment
 from perfkit.collect.raw import read_raw
+from perfkit.collect.watchdog import Watchdog
+from perfkit.errors import PerfkitWarning
 from perfkit.io.mpinside_writer import write
 from perfkit.model import read_warnings
 
@@ -47,7 +49,7 @@ def trace_path(output: str | os.PathLike) -> Path:
 def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = False, collective_wait: bool = False,
             matrices: bool = False, timeout: float | None = None, env: Mapping[str, str] | None = None,
             cwd: str | os.PathLike | None = None, trace: bool = False,
-            trace_buffer: float = TRACE_BUFFER_MB) -> CollectResult:
+            trace_buffer: float = TRACE_BUFFER_MB, overwrite: bool = False) -> CollectResult:
     """Run ``launch`` (e.g. ``["mpirun", "-np", "4", "./app"]``) with the collector preloaded.
 
     ``output`` receives MPInside text tables (``perfkit.open_profile`` reads them) only when every rank
@@ -57,21 +59,36 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
     ``timeout`` [s] kills the launch (and all it started) and reports exit status 124.
     ``trace`` also writes an OTF2 archive, ``OUTPUT.otf2/`` (``trace_path``), with the library built for
     tracing; each rank buffers at most ``trace_buffer`` MiB of events and flushes them to disk when full.
+
+    Before the launch starts, the temporaries of an earlier collect that was killed are removed (with a
+    warning) and ``output`` is refused if it is a folder, cannot be written, is a file of the launch, or
+    exists without ``overwrite=True`` (so is ``OUTPUT.otf2/`` with ``trace``). A run that fails or is
+    stopped leaves an earlier ``output`` as it was and says so. However collect ends (a timeout, an
+    exception, a signal, SIGKILL), nothing of the launch is left running (``perfkit.collect.watchdog``).
     """
     if not launch:
         raise ValueError("nothing to launch: give the command after '--', e.g. -- mpirun -np 4 ./app")
     if trace and not trace_buffer > 0:
         raise ValueError(f"trace_buffer must be > 0 MiB, got {trace_buffer}")
-    library = build_library(trace=trace)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".perfkit-collect-", dir=output.parent) as tmp:
-        raw = Path(tmp) / "raw"
+    removed = atomic.sweep(output.parent)
+    if removed:
+        warnings.warn(f"removed {len(removed)} temporary file(s) left by an earlier run that was killed: "
+                      f"{', '.join(p.name for p in removed)}", PerfkitWarning, stacklevel=2)
+    check_outputs(output, launch, cwd=cwd, overwrite=overwrite, trace=trace, option="overwrite=True")
+    library = build_library(trace=trace)
+    earlier = output.exists()
+    tmp = atomic.temporary(output, "collect")  # .OUT.collect.perfkit-tmp-<pid>: the next run removes it if killed
+    try:
+        atomic.remove(tmp)
+        tmp.mkdir()
+        raw = tmp / "raw"
         preload = " ".join(p for p in (str(library), os.environ.get("LD_PRELOAD", "")) if p)
         variables = {"LD_PRELOAD": preload, "PERFKIT_COLLECT_OUT": str(raw),
                      "PERFKIT_COLLECT_SLT": str(int(slt)), "PERFKIT_COLLECT_COLLECTIVE_WAIT": str(int(collective_wait)),
                      "PERFKIT_COLLECT_MATRICES": str(int(matrices))}
-        archive = Path(tmp) / "trace"
+        archive = tmp / "trace"
         if trace:
             variables |= {"PERFKIT_COLLECT_TRACE": str(archive), "PERFKIT_COLLECT_TRACE_BUFFER_MB": f"{trace_buffer:g}"}
         command, extra = with_environment(launch, variables)
@@ -79,15 +96,21 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
         returncode = _run(command, {**os.environ, **(env or {}), **extra}, cwd, timeout)
         seconds = time.perf_counter() - start
         if returncode == TIMED_OUT and not raw.exists():
-            return CollectResult(returncode, None, f"the launch was stopped after {timeout:g} s; no profile written",
-                                 seconds)
+            return CollectResult(returncode, None, f"the launch was stopped after {timeout:g} s; "
+                                                   f"{_not_written(output, earlier)}", seconds)
         if not raw.exists():
             why = _exit_reason(returncode)
             return CollectResult(returncode or 1, None, f"the program did not reach MPI_Finalize on every rank "
-                                                        f"({why}); no profile written to {output}", seconds)
-        ds = read_raw(raw, label=output.stem)
-        _write_atomically(ds, output)
+                                                        f"({why}); {_not_written(output, earlier)}", seconds)
+        try:
+            ds = read_raw(raw, label=output.stem)
+            _write_atomically(ds, output)
+        except Exception as exc:  # what became of the output, on the error's line
+            exc.add_note(_not_written(output, earlier))
+            raise
         written = _move_trace(archive, trace_path(output)) if trace else None
+    finally:
+        atomic.remove(tmp)  # after the launch ended or was stopped: nothing of it writes there any more
     one = ds.isel(run=0)
     text = (f"wrote {output}: {int(one['nprocs'])} ranks on {int(one['nodes'])} node(s), mode {one['mode'].item()}, "
             f"{float(one['elapsed']):.3f} s per rank at most")
@@ -107,10 +130,36 @@ def _move_trace(archive: Path, target: Path) -> Path | None:
     """Put the archive the ranks wrote in place of ``target`` (None when it is incomplete)."""
     if not (archive / "traces.otf2").is_file() or not (archive / "traces.def").is_file():
         return None
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(archive, target)
+    atomic.put_in_place(archive, target)
     return target
+
+
+def launch_files(launch: Sequence[str], cwd: str | os.PathLike | None = None) -> list[Path]:
+    """The words of ``launch`` that name existing files (relative ones from ``cwd``): the program, its inputs."""
+    folder = Path(cwd) if cwd is not None else Path()
+    return [folder / word for word in launch if (folder / word).is_file()]
+
+
+def check_outputs(output: Path, launch: Sequence[str], *, cwd: str | os.PathLike | None = None, overwrite: bool,
+                  trace: bool, option: str = "--force") -> None:
+    """Refuse ``output`` (and its trace archive) before the launch: see ``perfkit.atomic.check_output``; the
+    files of the launch are its inputs. An existing ``OUTPUT.otf2/`` is replaced only with ``overwrite``,
+    and only if it is an OTF2 archive."""
+    atomic.check_output(output, overwrite=overwrite, inputs=launch_files(launch, cwd), option=option)
+    archive = trace_path(output)
+    if not trace or not (archive.exists() or archive.is_symlink()):
+        return
+    if not archive.is_dir() or not (archive / "traces.otf2").is_file():
+        raise FileExistsError(f"{archive} exists and is not an OTF2 archive; not replaced")
+    if not overwrite:
+        raise FileExistsError(f"{archive} exists; {option} replaces it")
+
+
+def _not_written(output: Path, earlier: bool) -> str:
+    """What a run that wrote nothing says of ``output``."""
+    if earlier:
+        return f"no profile written; {output} is from an earlier run, left as it was"
+    return f"no profile written to {output}"
 
 
 def _trace_text(archive: Path | None) -> str:
@@ -138,16 +187,33 @@ def _clock_text(ds, nodes: int, synchronised: bool) -> str:
 
 
 def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None, timeout: float | None) -> int:
-    """Run in a process group of its own, so a timeout or an interrupt stops everything it started."""
-    proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    """Run in a session of its own, watched: a timeout, an interrupt or the end of this process, however it
+    comes, stops everything the launch started (``perfkit.collect.watchdog``)."""
+    with Watchdog() as watchdog:
+        try:
+            proc = subprocess.Popen(command, env={**env, **watchdog.environment}, cwd=cwd, start_new_session=True)
+        except OSError:  # the launch could not start: there is nothing to stop
+            watchdog.ended()
+            raise
+        try:
+            watchdog.started()
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(watchdog, proc)
+            return TIMED_OUT
+        except BaseException:
+            _stop(watchdog, proc)
+            raise
+        watchdog.ended()
+        return returncode
+
+
+def _stop(watchdog: Watchdog, proc: subprocess.Popen) -> None:
+    """Stop the launch: every marked process, in whatever process group (the watchdog), then what is left of
+    its own process group (a process that dropped the mark); ``proc`` is reaped."""
+    watchdog.stop()
+    if proc.poll() is None:
         stop_process_group(proc)
-        return TIMED_OUT
-    except BaseException:
-        stop_process_group(proc)
-        raise
 
 
 def stop_process_group(proc: subprocess.Popen, term_grace: float = 5.0) -> None:
@@ -181,16 +247,12 @@ def _exit_reason(returncode: int) -> str:
 
 def _write_atomically(ds, output: Path) -> None:
     one = ds.isel(run=0)
-    meta = {"mode": one["mode"].item(), "nodes": int(one["nodes"]), "system": one["system"].item(),
-}
+    meta = {"mode": one["mode"].item(), "nodes": int(one["nodes"]), "system": one["system"].item()}
     if np.isfinite(float(one["ppn"])):
         meta["ppn"] = int(one["ppn"])
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    try:
+    with atomic.writing(output) as tmp:
         with open(tmp, "w") as fh:
             write(ds, fh, with_calls=True, run_metadata=meta)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, output)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ scheduling noise around the run (``perfkit.collect.lab.noise``) takes more than 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -210,3 +211,76 @@ def test_a_real_runs_hosts_are_read_back(coverage_profile):
     """One machine: every rank on the host MPI names, which is also the run's system."""
     hosts = coverage_profile["host"].isel(run=0).values.tolist()
     assert len(hosts) == 4 and hosts[0] and set(hosts) == {coverage_profile["system"].item()}
+
+
+def test_an_existing_out_is_refused_before_the_launch_without_force(tmp_path, capsys):
+    out, ran = tmp_path / "run.mpinside", tmp_path / "ran"
+    out.write_text("an earlier profile\n")
+    launch = ["sh", "-c", f"touch {ran}"]
+    assert main(["collect", "-o", str(out), "--", *launch]) == 1
+    assert capsys.readouterr().err == f"perfkit collect: error: {out} exists; --force replaces it\n"
+    with pytest.raises(FileExistsError, match="overwrite=True replaces it"):
+        collect(launch, out)
+    assert not ran.exists() and out.read_text() == "an earlier profile\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("case", ["folder", "the program", "an input of the program", "trace not an archive"])
+def test_an_output_that_cannot_be_written_is_refused_before_the_launch_in_one_line(case, tmp_path, capsys):
+    ran, program, data = tmp_path / "ran", tmp_path / "app.sh", tmp_path / "input.txt"
+    program.write_text(f"touch {ran}\n")
+    data.write_text("input\n")
+    out, extra = {"folder": (tmp_path / "results", []), "the program": (program, []),
+                  "an input of the program": (data, []),
+                  "trace not an archive": (tmp_path / "run.mpinside", ["--trace"])}[case]
+    if case == "folder":
+        out.mkdir()
+    if case == "trace not an archive":
+        (tmp_path / "run.mpinside.otf2").mkdir()
+        (tmp_path / "run.mpinside.otf2" / "notes.txt").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert main(["collect", "-o", str(out), "--force", *extra, "--", "sh", str(program), str(data)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("perfkit collect: error: "), err
+    expected = {"folder": "is a folder, not a file", "the program": "is also an input",
+                "an input of the program": "is also an input", "trace not an archive": "is not an OTF2 archive"}
+    assert expected[case] in err
+    assert not ran.exists() and before == {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+
+@needs_mpi
+def test_a_failed_run_leaves_the_earlier_out_as_it_was_and_says_so(tmp_path):
+    out = tmp_path / "run.mpinside"
+    out.write_text("an earlier profile\n")
+    result = collect(["sh", "-c", "exit 3"], out, overwrite=True)
+    assert result.returncode == 3 and result.output is None
+    assert result.message == (f"the program did not reach MPI_Finalize on every rank (exit status 3); no profile "
+                              f"written; {out} is from an earlier run, left as it was")
+    pid = tmp_path / "pid"
+    result = collect(["sh", "-c", f"echo $$ > {pid}; exec sleep 60"], out, overwrite=True, timeout=1)
+    assert result.returncode == 124
+    assert result.message == f"the launch was stopped after 1 s; no profile written; {out} is from an earlier " \
+                             f"run, left as it was"
+    assert not Path(f"/proc/{pid.read_text().strip()}").exists()  # the launch was stopped and reaped
+    assert out.read_text() == "an earlier profile\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    result = collect(["sh", "-c", "exit 3"], tmp_path / "new.mpinside")
+    assert result.message.endswith(f"no profile written to {tmp_path / 'new.mpinside'}")
+
+
+@needs_mpi
+def test_temporaries_of_a_killed_collect_are_removed_by_the_next_one_which_says_so(tmp_path, capsys):
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # its pid runs no more: the owner of the temporaries below was killed
+    folder = tmp_path / f".run.mpinside.collect.perfkit-tmp-{ended.pid}"
+    folder.mkdir()
+    (folder / "raw").write_bytes(b"half a raw file")
+    half = tmp_path / f".run.mpinside.perfkit-tmp-{ended.pid}"
+    half.write_text("half a profile")
+    running = tmp_path / f".run.mpinside.collect.perfkit-tmp-{os.getppid()}"  # its owner still runs: kept
+    running.mkdir()
+    assert main(["collect", "-o", str(tmp_path / "run.mpinside"), "--", "sh", "-c", "exit 0"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"perfkit: removing 2 temporary file(s) left by an earlier run that was killed: {folder.name}, "
+                      f"{half.name}")
+    assert not folder.exists() and not half.exists() and running.exists()

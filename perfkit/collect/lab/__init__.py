@@ -144,7 +144,8 @@ def run(
     save_truth(expected, output)
     t0 = time.perf_counter()
     res = (collector or collect)(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
-                                 timeout=timeout, env=env, cwd=wd, trace=trace, trace_buffer=trace_buffer)
+                                 timeout=timeout, env=env, cwd=wd, trace=trace, trace_buffer=trace_buffer,
+                                 overwrite=True)
     wall = time.perf_counter() - t0
     profile = open_profile(res.output) if res.output is not None else None
     intervals = read_record(record, nprocs) if res.output is not None else None

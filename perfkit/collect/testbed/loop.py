@@ -46,8 +46,8 @@ def profiled_run(tb: Testbed, launch: list[str], output: Path, timeout: float) -
     perfkit = str(Path(sys.executable).with_name("perfkit"))
     log = output.with_suffix(".out")
     with open(log, "w") as fh:
-        report = tb.run([perfkit, "collect", "--matrices", "-o", str(output), "--", *launch], timeout=timeout,
-                        stdout=fh)
+        report = tb.run([perfkit, "collect", "--matrices", "--force", "-o", str(output), "--", *launch],
+                        timeout=timeout, stdout=fh)
     text = log.read_text()
     if report["exit_status"] != 0 or not output.exists():
         raise RuntimeError(f"the run on the testbed failed (status {report['exit_status']}): {' '.join(launch)}\n"

@@ -1,0 +1,161 @@
+"""Nothing of a launch outlives ``perfkit collect``, however collect ends: a watchdog process.
+
+``collect`` marks every process of the launch with ``PERFKIT_COLLECT_RUN=<token>`` in its environment
+(inherited by mpirun, its daemons and the ranks they fork, whatever process group or session they move
+to) and starts this file as a process of its own, in a session of its own, holding the read end of a
+pipe whose write end only collect holds. The pipe reaches its end when collect ends, whether it
+returns, raises or is killed by SIGKILL. The watchdog then stops every process still carrying the mark:
+SIGTERM to it and to its process group, SIGKILL to those left after ``grace`` seconds, until a look at
+``/proc`` finds none. A process is recognised by the mark, never by a pid alone, so a pid or process
+group number reused after the launch ended is never signalled.
+
+What collect writes on the pipe: ``started`` once the launch runs (it carries the mark from then on;
+before, a launch forked just as collect died may exec after the first look, so the watchdog keeps
+looking for ``SETTLE`` s), ``ended`` once collect has reaped it (only stragglers are stopped then, and
+usually there are none). Run as ``python -I -S watchdog.py TOKEN GRACE``: standard library only, so it
+starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MARK = "PERFKIT_COLLECT_RUN"
+#: Seconds between SIGTERM and SIGKILL to a process of the launch that is still running [s].
+GRACE = 3.0
+#: How long the watchdog keeps looking for a launch that may still exec when collect died before it ran [s].
+SETTLE = 1.0
+_POLL = 0.05  # [s]
+
+
+def marked(token: str) -> dict[int, int]:
+    """The processes carrying ``PERFKIT_COLLECT_RUN=token`` (zombies carry nothing): pid -> process group."""
+    entry = f"{MARK}={token}".encode()
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if entry not in fh.read().split(b"\0"):
+                    continue
+            found[int(name)] = os.getpgid(int(name))
+        except OSError:  # ended meanwhile, or another user's
+            continue
+    return found
+
+
+def stop(token: str, grace: float = GRACE, settle: float = 0.0) -> int:
+    """Stop every process marked with ``token``: SIGTERM to each and its process group, SIGKILL after ``grace``
+    seconds to what is left; return once none is found (and none for ``settle`` s more), or when SIGKILL has
+    not ended them within ``grace`` s more. Returns how many marked processes remain (0: all ended)."""
+    start = time.monotonic()
+    quiet = None
+    termed: dict[int, float] = {}  # pid -> when it was sent SIGTERM [s]
+    killed: set[int] = set()
+    while True:
+        now = time.monotonic()
+        found = marked(token)
+        if not found:
+            quiet = now if quiet is None else quiet
+            if now - quiet >= settle:
+                return 0
+        else:
+            quiet = None
+        if now - start > 2 * grace + settle:
+            return len(found)
+        for pid, group in found.items():
+            if pid not in termed:
+                sig, termed[pid] = signal.SIGTERM, now
+            elif pid not in killed and now - termed[pid] >= grace:
+                sig = signal.SIGKILL
+                killed.add(pid)
+            else:
+                continue
+            for send, target in ((os.killpg, group), (os.kill, pid)):
+                try:
+                    send(target, sig)
+                except OSError:
+                    pass
+        time.sleep(_POLL)
+
+
+class Watchdog:
+    """The watchdog of one launch, seen from collect: ``environment`` marks the launch; ``started()`` once it runs,
+    ``ended()`` once reaped; ``stop()`` (or leaving the ``with`` block without ``ended()``) stops the launch and
+    returns once nothing of it is left."""
+
+    def __init__(self, grace: float = GRACE) -> None:
+        import secrets
+
+        self.token = secrets.token_hex(16)
+        self.grace = grace
+        read, self._pipe = os.pipe()
+        env = {name: value for name, value in os.environ.items() if name != MARK}
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__)), self.token, f"{grace:g}"],
+                                         stdin=read, stdout=subprocess.DEVNULL, env=env, start_new_session=True)
+        except BaseException:
+            os.close(self._pipe)
+            raise
+        finally:
+            os.close(read)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The variable that marks the launch's processes."""
+        return {MARK: self.token}
+
+    def _say(self, word: str) -> None:
+        if self._pipe >= 0:
+            os.write(self._pipe, word.encode() + b"\n")
+
+    def started(self) -> None:
+        """The launch runs: from now on it carries the mark."""
+        self._say("started")
+
+    def ended(self) -> None:
+        """The launch ended and was reaped; the watchdog stops only what it left running, then exits."""
+        self._say("ended")
+        self._close()
+
+    def stop(self) -> None:
+        """Stop the launch now (the watchdog does; as it would if collect had been killed) and wait till it is done."""
+        self._close()
+
+    def _close(self) -> None:
+        if self._pipe >= 0:
+            os.close(self._pipe)
+            self._pipe = -1
+        try:
+            self.proc.wait(timeout=2 * self.grace + SETTLE + 5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> Watchdog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
+
+
+def _watch(token: str, grace: float) -> int:
+    """In the watchdog process: wait for the pipe on stdin to end, then stop what collect left running."""
+    for sig in (signal.SIGINT, signal.SIGHUP):  # not this process's to stop: collect ends it by closing the pipe
+        signal.signal(sig, signal.SIG_IGN)
+    said = set()
+    for line in sys.stdin.buffer:
+        said.add(line.strip().decode(errors="replace"))
+    if "ended" in said:
+        return 1 if stop(token, grace) else 0
+    return 1 if stop(token, grace, settle=0.1 if "started" in said else SETTLE) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_watch(sys.argv[1], float(sys.argv[2])))

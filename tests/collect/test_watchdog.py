@@ -1,0 +1,126 @@
+"""The watchdog stops every process carrying the launch's mark, in whatever process group or session, when its
+owner ends without saying the launch ended (SIGKILL included), and nothing else."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from perfkit.collect.watchdog import MARK, Watchdog, marked
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="the watchdog reads /proc")
+
+#: A launch whose processes leave its process group and its session: a child in a group of its own, a
+#: grandchild in a session of its own, one that ignores SIGTERM; each writes its pid to a file.
+TREE = textwrap.dedent("""
+    sleep 300 & echo $! > {tmp}/a
+    setsid sh -c 'echo $$ > {tmp}/b; exec sleep 300' &
+    sh -c 'trap "" TERM; echo $$ > {tmp}/c; while :; do sleep 0.1; done' &
+    perl -e 'setpgrp(0, 0); open(F, ">{tmp}/d"); print F $$; close F; sleep 300' &
+    wait
+""")
+
+#: An owner of a watchdog: starts TREE marked, says it started, prints the token, then waits to be killed.
+OWNER = textwrap.dedent("""
+    import subprocess, sys, time
+    from perfkit.collect.watchdog import Watchdog
+    dog = Watchdog(grace=1.0)
+    proc = subprocess.Popen(["sh", "-c", sys.argv[1]], env={"PATH": "/usr/bin:/bin", **dog.environment},
+                            start_new_session=True)
+    dog.started()
+    print(dog.token, flush=True)
+    time.sleep(300)
+""")
+
+
+def _pids(tmp: Path, names: str = "abcd", timeout: float = 30) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while not all((tmp / n).exists() and (tmp / n).read_text().strip() for n in names):
+        assert time.monotonic() < deadline, "the launch did not start"
+        time.sleep(0.02)
+    return [int((tmp / n).read_text()) for n in names]
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while any(map(_alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if _alive(pid)]
+
+
+@pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v setsid perl"], capture_output=True).returncode,
+                    reason="setsid or perl not on PATH")
+def test_sigkill_of_the_owner_stops_the_launch_in_every_group_and_session(tmp_path):
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)  # unmarked: left alone
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, TREE.format(tmp=tmp_path)], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        token = owner.stdout.readline().strip()
+        pids = _pids(tmp_path)
+        assert set(pids) <= set(marked(token))
+        groups = {os.getpgid(pid) for pid in pids}
+        sessions = {os.getsid(pid) for pid in pids}
+        assert len(groups) >= 3 and len(sessions) >= 2  # as mpirun's daemons and ranks may be
+        owner.kill()
+        owner.wait()
+        start = time.monotonic()
+        assert _wait_gone(pids, 5.0) == [], "processes of the launch outlived its owner by 5 s"
+        print(f"all {len(pids)} marked processes gone {time.monotonic() - start:.2f} s after SIGKILL "
+              f"(one ignores SIGTERM: killed after the 1 s grace)")
+        assert marked(token) == {}
+        assert bystander.poll() is None
+    finally:
+        owner.kill()
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_launch_that_ended_is_not_waited_for_and_unmarked_processes_are_left_alone(tmp_path):
+    bystander = subprocess.Popen(["sleep", "300"])  # this process's group, but not marked
+    try:
+        start = time.monotonic()
+        with Watchdog() as dog:
+            proc = subprocess.Popen(["sh", "-c", "exit 0"], env={**os.environ, **dog.environment})
+            dog.started()
+            proc.wait()
+            dog.ended()
+        assert dog.proc.returncode == 0 and time.monotonic() - start < 5
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_stop_ends_what_the_launch_left_and_the_watchdog_itself(tmp_path):
+    with Watchdog(grace=1.0) as dog:
+        proc = subprocess.Popen(["sh", "-c", f"sleep 300 & echo $! > {tmp_path}/a; wait"],
+                                env={**os.environ, **dog.environment}, start_new_session=True)
+        dog.started()
+        pids = _pids(tmp_path, "a")
+        dog.stop()
+    assert dog.proc.returncode == 0  # nothing marked was left
+    assert proc.wait(timeout=5) == -signal.SIGTERM
+    assert _wait_gone(pids, 1.0) == []
+
+
+def test_the_mark_is_not_given_to_the_watchdog(monkeypatch):
+    monkeypatch.setenv(MARK, "outer")
+    with Watchdog() as dog:
+        environ = Path(f"/proc/{dog.proc.pid}/environ").read_bytes().split(b"\0")
+        dog.ended()
+    assert not [entry for entry in environ if entry.startswith(MARK.encode())]
