@@ -19,7 +19,7 @@ import pandas as pd
 import xarray as xr
 from pandas.io.formats.style import Styler
 
-from perfkit.plots.palette import KIND_COLOURS, colours
+from perfkit.plots.palette import KIND_COLOURS, label, labelled_colours
 from perfkit.plots.profile import MAX_POINTS, stacked_ranks
 
 #: Plots fill the width of their container; heights in px.
@@ -53,12 +53,13 @@ def rank_curve(values: xr.DataArray, *, label: str = "compute [s]", max_points: 
 
 
 def imbalance_bars(stats: xr.Dataset, run: str, *, stat: str = "imbalance_time") -> hv.Bars:
-    """Bars of ``stat`` per group for one run, largest first (``stats`` from ``imbalance``)."""
+    """Bars of ``stat`` per group (in words) for one run, largest first (``stats`` from ``imbalance``)."""
     one = stats[stat].sel(run=run)
     group = one.dims[0]
     frame = one.to_series().dropna().sort_values(ascending=False).reset_index()
-    return hv.Bars(frame, group, hv.Dimension(stat, label=LABELS.get(stat, stat))).opts(
-        color=group, cmap=colours(frame[group]), show_legend=False, height=300, xrotation=45, tools=["hover"],
+    named = frame.assign(**{group: frame[group].map(label)})
+    return hv.Bars(named, group, hv.Dimension(stat, label=LABELS.get(stat, stat))).opts(
+        color=group, cmap=labelled_colours(frame[group]), show_legend=False, height=300, xrotation=45, tools=["hover"],
         title=f"{run}: {LABELS.get(stat, stat)}", show_grid=True, **SIZE)
 
 
@@ -83,22 +84,24 @@ def findings_table(findings: pd.DataFrame) -> Styler:
 
 def whatif_bars(result: xr.Dataset) -> hv.Layout:
     """What a scenario changes, per run (``result`` from ``whatif``): the mean per-rank time by kind
-    before and after, stacked [s], and the change of each kind [s] (after - before) on its own scale,
+    (in words) before and after, stacked [s], and the change of each kind [s] (after - before) on its own scale,
     so that a small change is visible. The title gives the elapsed time before and after and the speedup."""
     both = xr.concat([result["before"], result["after"]], dim=pd.Index(["before", "after"], name="case"))
     frame = both.mean("rank").to_series().rename("seconds").reset_index()
     frame = frame[frame["seconds"] > 0].assign(case=lambda f: f["run"].astype(str) + " " + f["case"])
     change = (result["after"] - result["before"]).mean("rank").to_series().rename("change").reset_index()
     change = change[change["kind"].isin(frame["kind"])]
-    tints = colours(frame["kind"].unique())
+    order = [k for k in KIND_COLOURS if k in set(frame["kind"])]
+    order += [k for k in frame["kind"].unique() if k not in KIND_COLOURS]
+    tints = labelled_colours(order)
+    frame, change = (f.assign(kind=f["kind"].map(label)) for f in (frame, change))  # kinds in words
     stacked = hv.Bars(frame, ["case", "kind"], "seconds").opts(
         stacked=True, height=340, tools=["hover"], title=_whatif_title(result), ylabel="mean per rank [s]",
         xlabel="", cmap=tints, legend_position="right", show_grid=True, padding=(0, (0, 0.05)), **SIZE)
     delta = hv.Bars(change, ["run", "kind"], hv.Dimension("change", label="after - before [s]")).opts(
         height=340, tools=["hover"], title="change of the mean per-rank time", color="kind", cmap=tints,
         show_legend=False, xrotation=30, show_grid=True, **SIZE)
-    order = [k for k in KIND_COLOURS if k in tints] + [k for k in tints if k not in KIND_COLOURS]
-    return (stacked.redim.values(kind=order) + delta.redim.values(kind=order)).cols(2)
+    return (stacked.redim.values(kind=list(tints)) + delta.redim.values(kind=list(tints))).cols(2)
 
 
 def _whatif_title(result: xr.Dataset) -> str:

@@ -11,7 +11,9 @@ A name's colour never depends on which other names are drawn with it:
   names that fall on a colour already taken move to the next free one, in name order: only then
   does a colour depend on the other names.
 
-Holoviews takes the result of :func:`colours` as ``cmap`` of a categorical colour mapping.
+Holoviews takes the result of :func:`colours` as ``cmap`` of a categorical colour mapping. Legends and hover
+text show names in words (:func:`label`: ``w_MPI_Recv`` is ``MPI_Recv (late-sender wait)``); a plot whose
+categories are those words takes :func:`labelled_colours`, the same colours keyed by the words.
 """
 
 from __future__ import annotations
@@ -60,8 +62,14 @@ FUNCTION_COLOURS = {
 REFERENCE = "#555555"
 FIT = "#222222"
 #: Wait parts of a call: the prefix and how far its colour is mixed with white (0-1).
-WAIT_PREFIXES = ("w_", "b_")
+WAIT_PREFIXES = ("w_", "r_", "b_")
 LIGHTEN = 0.5
+#: Each kind in words (legends, hover text, colour bars).
+KIND_WORDS = {"compute": "compute", "transfer": "transfer", "wait_late_sender": "late-sender wait",
+              "wait_late_receiver": "late-receiver wait", "wait_collective": "collective wait", "io": "I/O",
+              "other": "other MPI"}
+#: The wait part of a call in words, by its prefix (``w_MPI_Recv``: the late-sender wait of ``MPI_Recv``).
+WAIT_WORDS = {"w_": "late-sender wait", "r_": "late-receiver wait", "b_": "collective wait"}
 
 _FIXED = {**KIND_COLOURS, **FUNCTION_COLOURS}
 #: Colours of the names that have no fixed one: Dark2 and the two darker shades of each hue of
@@ -93,6 +101,25 @@ def colours(names: Iterable[str]) -> dict[str, str]:
         out[name] = next((c for c in order if c not in taken), order[0])
         taken.add(out[name])
     return {name: str(out[name]) for name in unique}
+
+
+def label(name: str) -> str:
+    """``name`` (a function, call or kind) in words: ``w_MPI_Recv`` -> ``MPI_Recv (late-sender wait)``,
+    ``b_MPI_Allreduce`` -> ``MPI_Allreduce (collective wait)``, ``wait_late_sender`` -> ``late-sender wait``;
+    any other name as it is."""
+    name = str(name)
+    if name in KIND_WORDS:
+        return KIND_WORDS[name]
+    for prefix, words in WAIT_WORDS.items():
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return f"{name[len(prefix):]} ({words})"
+    return name
+
+
+def labelled_colours(names: Iterable[str]) -> dict[str, str]:
+    """:func:`colours` of ``names`` keyed by their words (:func:`label`): the ``cmap`` of a plot whose
+    categories are the words; each keeps the colour of its name."""
+    return {label(name): tint for name, tint in colours(names).items()}
 
 
 def _fixed(name: str) -> str | None:

@@ -9,7 +9,7 @@ import xarray as xr
 
 from perfkit.analysis.cube import rank_totals
 from perfkit.plots.axes import unit_formatter
-from perfkit.plots.palette import KIND_COLOURS, colours
+from perfkit.plots.palette import KIND_COLOURS, colours, label
 
 #: Above this many ranks in view, ranks are binned (mean per bin) so the plot stays responsive.
 MAX_POINTS = 2000
@@ -53,14 +53,15 @@ def stacked_ranks(ds: xr.Dataset, run: str | None = None, *, by: str = "function
     """Stacked area of ``metric`` per rank, one band per ``by`` group (seconds for time).
 
     Each group keeps its colour (:mod:`perfkit.plots.palette`) and its place in the stack (:func:`band_order`,
-    compute at the bottom); the plot fills its container's width.
+    compute at the bottom), named in words in the legend (:func:`perfkit.plots.palette.label`); the plot fills
+    its container's width.
     """
     run = run if run is not None else str(ds["run"].values[0])
     table = rank_table(ds, run, by=by, metric=metric, ranks=ranks, max_points=max_points).fillna(0.0)
     order = [name for name in band_order(ds, by, metric) if name in table.columns]
     unit = str(ds["units"].sel(metric=metric).item())
     tints = colours(ds[by].values)
-    areas = [hv.Area((table.index, table[col]), "rank", hv.Dimension(metric, unit=unit), label=str(col)).opts(
+    areas = [hv.Area((table.index, table[col]), "rank", hv.Dimension(metric, unit=unit), label=label(col)).opts(
         color=tints[str(col)]) for col in order]
     binned = len(table) < len(ds["profile"].sel(run=run).dropna("rank", how="all")["rank"]) and ranks is None
     title = f"{run}: {metric} per rank by {by}" + (" (ranks binned, mean per bin)" if binned else "")

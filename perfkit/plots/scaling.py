@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.plots.axes import log_formatter, log_ticker
-from perfkit.plots.palette import FIT, REFERENCE, colour, colours
+from perfkit.plots.palette import FIT, REFERENCE, colour, colours, label, labelled_colours
 
 #: Plots fill the width of their container; heights in px.
 SIZE = {"responsive": True, "height": 340, "min_width": 320}
@@ -29,19 +29,20 @@ def _keys(table: pd.DataFrame) -> list[str]:
 
 
 def _curves(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
-    """(label, rows, colour) of each curve; colours from :mod:`perfkit.plots.palette` by label."""
+    """(label, rows, colour) of each curve: the key in words (:func:`perfkit.plots.palette.label`), its colour
+    from :mod:`perfkit.plots.palette` by the key."""
     keys = _keys(table)
     groups = [("runs", table)] if not keys else [
         (" ".join(map(str, np.atleast_1d(k))), sub) for k, sub in table.groupby(keys, sort=False)]
-    tints = colours(label for label, _ in groups)
-    return [(label, sub, tints[label]) for label, sub in groups]
+    tints = colours(key for key, _ in groups)
+    return [(label(key), sub, tints[key]) for key, sub in groups]
 
 
-def _line(sub: pd.DataFrame, y: str, label: str, ylabel: str, tint: str) -> hv.Overlay:
-    """Curve and markers of one group in its colour."""
+def _line(sub: pd.DataFrame, y: str, name: str, ylabel: str, tint: str) -> hv.Overlay:
+    """Curve and markers of one group (legend ``name``) in its colour."""
     ordered = sub.sort_values("nprocs")
-    curve = hv.Curve(ordered, "nprocs", (y, ylabel), label=label).opts(color=tint)
-    return curve * hv.Scatter(ordered, "nprocs", (y, ylabel), label=label).opts(size=6, color=tint)
+    curve = hv.Curve(ordered, "nprocs", (y, ylabel), label=name).opts(color=tint)
+    return curve * hv.Scatter(ordered, "nprocs", (y, ylabel), label=name).opts(size=6, color=tint)
 
 
 def _log_axes(nprocs: Any, values: Any | None = None) -> dict[str, Any]:
@@ -63,13 +64,13 @@ def time_vs_procs(table: pd.DataFrame, *, fit: Any = None, ideal: bool = True, l
     ylabel = f"{value} [{table.attrs.get('units', 's')}]"
     layers = []
     shown = [table[value].to_numpy(dtype=float)]
-    for label, sub, tint in _curves(table):
-        layers.append(_line(sub, value, label, ylabel, tint))
+    for name, sub, tint in _curves(table):
+        layers.append(_line(sub, value, name, ylabel, tint))
         if ideal and "ideal_speedup" in sub:
             perfect = sub["base_value"] / (sub["ideal_speedup"] if table.attrs.get("kind") == "strong" else 1)
             ideal_df = pd.DataFrame({"nprocs": sub["nprocs"], value: perfect}).sort_values("nprocs")
             shown.append(ideal_df[value].to_numpy(dtype=float))
-            layers.append(hv.Curve(ideal_df, "nprocs", (value, ylabel), label=f"{label} ideal").opts(
+            layers.append(hv.Curve(ideal_df, "nprocs", (value, ylabel), label=f"{name} ideal").opts(
                 line_dash="dashed", color=tint, alpha=0.7))
     title = f"{value} vs processes"
     if fit is not None:
@@ -94,7 +95,7 @@ def fit_band(fit: Any, *, level: float = 0.95, value: str = "elapsed", ylabel: s
 
 def efficiency_vs_procs(table: pd.DataFrame) -> hv.Overlay:
     """Parallel efficiency vs processes per curve, with the ideal 1.0."""
-    layers = [_line(sub, "efficiency", label, "efficiency", tint) for label, sub, tint in _curves(table)]
+    layers = [_line(sub, "efficiency", name, "efficiency", tint) for name, sub, tint in _curves(table)]
     return (
         hv.Overlay([*layers, hv.HLine(1.0).opts(color=REFERENCE, line_dash="dashed")])
         .opts(hv.opts.Curve(**SIZE), hv.opts.Scatter(logx=True))
@@ -106,7 +107,7 @@ def efficiency_vs_procs(table: pd.DataFrame) -> hv.Overlay:
 def speedup_vs_procs(table: pd.DataFrame, *, normalised: bool = False) -> hv.Overlay:
     """Speedup (or speedup normalised to the slowest base time) vs processes, ideal dashed."""
     column = "normalised_speedup" if normalised else "speedup"
-    layers = [_line(sub, column, label, column.replace("_", " "), tint) for label, sub, tint in _curves(table)]
+    layers = [_line(sub, column, name, column.replace("_", " "), tint) for name, sub, tint in _curves(table)]
     ideal = table[["nprocs", "ideal_speedup"]].drop_duplicates().sort_values("nprocs")
     layers.append(
         hv.Curve(ideal, "nprocs", ("ideal_speedup", column.replace("_", " ")), label="ideal").opts(
@@ -123,17 +124,17 @@ def speedup_vs_procs(table: pd.DataFrame, *, normalised: bool = False) -> hv.Ove
 
 
 def stacked_time(table: pd.DataFrame) -> hv.Bars:
-    """Time per function / kind / call stacked per process count (a grouped scaling table)."""
+    """Time per function / kind / call stacked per process count (a grouped scaling table), groups in words."""
     group = table.attrs.get("group", "")
     if not group:
         raise ValueError("stacked_time needs a table made with group='function', 'kind' or 'call'")
     value = table.attrs.get("value_column", "elapsed")
-    frame = table.assign(procs=table["nprocs"].map(lambda n: f"{n:g}"))
+    frame = table.assign(procs=table["nprocs"].map(lambda n: f"{n:g}"), **{group: table[group].map(label)})
     order = sorted(frame["procs"].unique(), key=float)
     return (
         hv.Bars(frame, ["procs", group], (value, f"{value} [{table.attrs.get('units', 's')}]"))
         .opts(stacked=True, tools=["hover"], xlabel="processes", title=f"{value} per {group}",
-              cmap=colours(frame[group].unique()), legend_position="right", show_grid=True, **SIZE)
+              cmap=labelled_colours(table[group].unique()), legend_position="right", show_grid=True, **SIZE)
         .redim.values(procs=order)
     )
 

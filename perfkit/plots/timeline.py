@@ -5,7 +5,8 @@ summed over blocks of consecutive bins (the resolution the user picks) and, when
 ranks than ``MAX_ROWS``, over blocks of consecutive ranks, so that 10,000 ranks x 1,000 bins draw
 as one image of at most ``MAX_ROWS`` rows (an ``hv.Image``: one rectangle of pixels, not one glyph
 per cell). Each cell is coloured by its dominant kind (the colours of ``perfkit.plots.palette``);
-hovering it gives its ranks, time range, the dominant kind in words and every kind's share [%].
+hovering it gives its ranks, time range, the dominant kind in words (:func:`perfkit.plots.palette.label`)
+and every kind's share [%].
 An empty cell (no region open) is blank.
 """
 
@@ -18,14 +19,10 @@ import numpy as np
 import xarray as xr
 from bokeh.models import CustomJSHover, FixedTicker, HoverTool
 
-from perfkit.plots.palette import KIND_COLOURS
+from perfkit.plots.palette import KIND_COLOURS, label
 
 #: Rows of the picture at most: more ranks are summed in blocks of consecutive ranks.
 MAX_ROWS = 512
-#: Words for each kind, in ``KINDS`` order (legend and hover).
-KIND_WORDS = {"compute": "compute", "transfer": "transfer", "wait_late_sender": "late sender wait",
-              "wait_late_receiver": "late receiver wait", "wait_collective": "collective wait", "io": "I/O",
-              "other": "other MPI"}
 
 
 @dataclass
@@ -85,12 +82,12 @@ def timeline_image(c: Cells, title: str = "") -> hv.Image:
     shares = c.shares
     layers = [c.dominant] + [shares[..., k] for k in range(len(c.kinds))]
     vdims = [hv.Dimension("kind", label="did most")] + [
-        hv.Dimension(f"share_{k}", label=KIND_WORDS.get(k, k)) for k in c.kinds]
+        hv.Dimension(f"share_{k}", label=label(k)) for k in c.kinds]
     image = hv.Image((times, ranks, *layers), kdims=[hv.Dimension("time", unit="s"), "rank"], vdims=vdims)
     colours = [KIND_COLOURS.get(k, "#7f7f7f") for k in c.kinds]
     return image.opts(
         cmap=colours, clim=(-0.5, len(c.kinds) - 0.5), color_levels=len(c.kinds), colorbar=True,
-        colorbar_opts={"major_label_overrides": {i: KIND_WORDS.get(k, k) for i, k in enumerate(c.kinds)},
+        colorbar_opts={"major_label_overrides": {i: label(k) for i, k in enumerate(c.kinds)},
                        "ticker": FixedTicker(ticks=list(range(len(c.kinds)))), "title": "did most"},
         tools=[_hover(c)], default_tools=["save", "pan", "wheel_zoom", "box_zoom", "reset"],
         title=title, responsive=True, min_height=360, xlabel="time [s]", ylabel="rank")
@@ -98,7 +95,7 @@ def timeline_image(c: Cells, title: str = "") -> hv.Image:
 
 def _hover(c: Cells) -> HoverTool:
     """Rank (block), time range, dominant kind in words and each kind's share."""
-    words = [KIND_WORDS.get(k, k) for k in c.kinds]
+    words = [label(k) for k in c.kinds]
     kind = CustomJSHover(code=f"const w = {words!r}; return Number.isNaN(value) ? 'nothing' : w[value];")
     step, width = c.rank_step, c.width
     first = int(c.ranks[0])

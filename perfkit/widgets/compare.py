@@ -3,7 +3,7 @@
 For runs A and B, per group (function, call or kind) the difference A - B of the mean per rank, and per
 rank the difference of the per-rank totals (the tops of the per-rank stacks,
 :func:`perfkit.analysis.cube.rank_totals`), with a table of each run's totals and the change in
-percent of B. Groups keep their colours (:mod:`perfkit.plots.palette`) and their stack order
+percent of B. Groups are named in words and keep their colours (:mod:`perfkit.plots.palette`) and their stack order
 (:func:`perfkit.plots.profile.band_order`); numbers in words by :mod:`perfkit.text`.
 """
 
@@ -18,7 +18,7 @@ import xarray as xr
 from perfkit import text as fmt
 from perfkit.analysis.cube import rank_totals
 from perfkit.plots.axes import integer_ticker, unit_formatter
-from perfkit.plots.palette import REFERENCE, colours
+from perfkit.plots.palette import REFERENCE, label, labelled_colours
 from perfkit.plots.profile import band_order
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_bounds
 
@@ -69,19 +69,20 @@ def summary(ranks: pd.DataFrame, unit: str) -> pd.DataFrame:
 def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric: str = "time") -> pn.Column:
     """A against B: the table of :func:`summary`, ``A - B`` per group (bars) and per rank (spikes)."""
     unit = str(ds["units"].sel(metric=metric).item())
-    label = f"{metric} [{unit}]" if unit not in ("", "1") else metric
+    quantity = f"{metric} [{unit}]" if unit not in ("", "1") else metric
     if a == b:
         return pn.Column(pn.pane.Markdown("A and B are the same run: pick two runs."))
     if (a, b) not in comparable_pairs(ds.sel(run=[a, b])):
         return pn.Column(pn.pane.Markdown(f"{a} and {b} do not hold the same ranks: compare runs of the same ranks."))
     groups, ranks = difference(ds, a, b, by=by, metric=metric)
-    bars = hv.Bars(groups.reset_index(), by, hv.Dimension("A - B", label=f"A - B, mean per rank of {label}")).opts(
-        color=by, cmap=colours(ds[by].values), show_legend=False, xrotation=30, tools=["hover"], show_grid=True,
-        responsive=True, min_width=400, height=320, yformatter=unit_formatter(unit),
+    named = groups.reset_index().assign(**{by: lambda f: f[by].map(label)})  # groups in words
+    bars = hv.Bars(named, by, hv.Dimension("A - B", label=f"A - B, mean per rank of {quantity}")).opts(
+        color=by, cmap=labelled_colours(ds[by].values), show_legend=False, xrotation=30, tools=["hover"],
+        show_grid=True, responsive=True, min_width=400, height=320, yformatter=unit_formatter(unit),
         title=f"{a} - {b}: {metric} per {by}")
     colour = np.where(ranks["A - B"].to_numpy() >= 0, MORE, LESS)
     frame = ranks.reset_index().assign(colour=colour)
-    spikes = hv.Spikes(frame, "rank", [hv.Dimension("A - B", label=f"A - B of the rank's {label}"), "colour"]).opts(
+    spikes = hv.Spikes(frame, "rank", [hv.Dimension("A - B", label=f"A - B of the rank's {quantity}"), "colour"]).opts(
         color="colour", line_width=2 if len(frame) < 400 else 1, tools=["hover"], show_grid=True, responsive=True,
         min_width=400, height=300, yformatter=unit_formatter(unit), xticks=integer_ticker(),
         title=f"{a} - {b}: {metric} per rank")

@@ -40,6 +40,7 @@ from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
 from perfkit.model import TRAFFIC_DIMS
+from perfkit.plots.palette import label
 from perfkit.plots.pop import pop_plot, pop_styler
 from perfkit.plots.traffic import style_heatmap
 from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
@@ -182,10 +183,12 @@ def imbalance_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: s
 
 
 def readable_imbalance(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
-    """:func:`imbalance_table` in words (:mod:`perfkit.text`): values in ``unit`` (``s``: a time unit that fits,
-    ``B``: SI bytes, else counts), max / mean as a ratio."""
+    """:func:`imbalance_table` in words (:mod:`perfkit.text`): groups named as legends name them
+    (:func:`perfkit.plots.palette.label`), values in ``unit`` (``s``: a time unit that fits, ``B``: SI bytes, else
+    counts), max / mean as a ratio."""
     value = {"s": fmt.seconds, "B": fmt.nbytes}.get(unit, fmt.number)
     shown = frame.copy()
+    shown[frame.columns[0]] = frame[frame.columns[0]].map(label)
     for column in ("max", "mean", "max_minus_mean"):
         shown[column] = frame[column].map(value)
     shown["max_over_mean"] = frame["max_over_mean"].map(fmt.ratio)

@@ -16,7 +16,7 @@ import param
 import xarray as xr
 
 from perfkit.plots.axes import unit_formatter
-from perfkit.plots.palette import colours
+from perfkit.plots.palette import label, labelled_colours
 from perfkit.plots.profile import band_order, rank_table
 
 GROUPINGS = ("function", "call", "kind")
@@ -64,9 +64,9 @@ def rank_bounds(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
     exists = ds["profile"].notnull().any(("function", "metric")).transpose("run", "rank").values
     ranks = ds["rank"].values
     out = {}
-    for label, row in zip(ds["run"].values, exists):
+    for run, row in zip(ds["run"].values, exists):
         present = ranks[row] if row.any() else ranks
-        out[str(label)] = (int(present.min()), int(present.max()))
+        out[str(run)] = (int(present.min()), int(present.max()))
     return out
 
 
@@ -141,7 +141,8 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
 
     Same numbers, stack order and colours as :func:`perfkit.plots.profile.stacked_ranks`: the groups in
     ``order`` (:func:`perfkit.plots.profile.band_order` when None: compute at the bottom, the same for
-    every run and rank range), one colour per name of ``ds[by]`` (:mod:`perfkit.plots.palette`).
+    every run and rank range), one colour per name of ``ds[by]`` (:mod:`perfkit.plots.palette`); each polygon's
+    ``by`` value is its group in words (:func:`perfkit.plots.palette.label`), as legend and hover show it.
     """
     table = rank_table(ds, run, by=by, metric=metric, ranks=ranks).fillna(0.0)
     order = band_order(ds, by, metric) if order is None else order
@@ -150,13 +151,13 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     bottom = top - table.to_numpy()
     x = table.index.to_numpy(dtype=float)
     outline = np.concatenate([x, x[::-1]])
-    bands = [{"rank": outline, "value": np.concatenate([top[:, i], bottom[::-1, i]]), by: str(name)}
+    bands = [{"rank": outline, "value": np.concatenate([top[:, i], bottom[::-1, i]]), by: label(name)}
              for i, name in enumerate(table.columns)]
     unit = str(ds["units"].sel(metric=metric).item())
     ylabel = f"{metric} [{unit}]" if unit not in ("", "1") else metric
-    label = f"{run}: {metric} per rank by {by}"
-    return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=label).opts(
-        color=by, cmap=colours(ds[by].values), line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
+    title = f"{run}: {metric} per rank by {by}"
+    return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=title).opts(
+        color=by, cmap=labelled_colours(ds[by].values), line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
         legend_position="right", show_grid=True, framewise=True, responsive=True, height=420, padding=(0, 0.05),
         title="{label}", ylabel=ylabel, yformatter=unit_formatter(unit),
     )

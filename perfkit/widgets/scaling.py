@@ -11,6 +11,7 @@ import xarray as xr
 from perfkit.analysis import models
 from perfkit.analysis.scaling import scaling
 from perfkit.plots import scaling as plots
+from perfkit.plots.palette import label
 
 MODELS = {"none": None, "Amdahl": models.fit_amdahl, "comm": models.fit_comm_model, "PMNF": models.fit_pmnf}
 ALL = "(whole run)"
@@ -25,7 +26,7 @@ def scaling_panel(data: xr.Dataset | pd.DataFrame, *, by: str = "system") -> pn.
     labels = sorted({str(v) for v in (data[by].values if by in (data.coords if is_ds else data.columns) else [])})
     systems = pn.widgets.MultiChoice(label=by, options=labels, value=labels)
     metrics = list(map(str, data["metric"].values)) if is_ds else ["time"]
-    functions = [ALL, *map(str, data["function"].values)] if is_ds else [ALL]
+    functions = {ALL: ALL, **{label(f): str(f) for f in data["function"].values}} if is_ds else [ALL]
     metric = pn.widgets.Select(label="metric", options=metrics)
     function = pn.widgets.Select(label="function", options=functions)
     base = pn.widgets.TextInput(label="base (process count or run label; empty = smallest)")

@@ -57,7 +57,7 @@ def test_timeline_tab_under_panel_serve(page, serve, artifacts, tmp_path: Path):
 
     # rank 0 (bottom row) waits for its late senders through most of the run's second half
     texts = [_tooltip(page, canvas, fx / 40, fy) for fy in (0.83, 0.8) for fx in range(20, 37)]
-    said = [t for t in texts if re.search(r"did most:?\s*late sender wait", t)]
+    said = [t for t in texts if re.search(r"did most:?\s*late-sender wait", t)]
     assert said, texts
     assert re.search(r"rank:?\s*0\b", said[0]) and re.search(r"time:?\s*[\d.]+ - [\d.]+ s", said[0]), said[0]
     page.screenshot(path=artifacts / "panel-serve-timeline-hover.png", full_page=True)

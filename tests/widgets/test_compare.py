@@ -10,6 +10,7 @@ import xarray as xr
 
 import perfkit
 from perfkit.model import make_run
+from perfkit.plots.palette import label
 from perfkit.widgets.compare import comparable_pairs, compare_view, default_pair, difference, summary, with_rerun
 from perfkit.widgets.explorer import explore
 from tests.helpers import ROOT
@@ -61,7 +62,7 @@ def test_placement_before_against_its_rerun(placed):
     np.testing.assert_allclose(ranks["A - B"].to_numpy(), expected.loc[ranks.index].to_numpy())
     view = compare_view(placed, "before", "scotch")
     bars, spikes = (pane.object for pane in view.select(pn.pane.HoloViews))
-    assert set(bars.data["function"]) <= set(map(str, placed["function"].values))
+    assert set(bars.data["function"]) <= {label(f) for f in placed["function"].values}  # in words
     assert spikes.get(0).data["rank"].tolist() == ranks.index.tolist()
 
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import perfkit
 from perfkit.model import KINDS
-from perfkit.plots.palette import KIND_COLOURS
-from perfkit.plots.timeline import KIND_WORDS, MAX_ROWS, cells, timeline_image
+from perfkit.plots.palette import KIND_COLOURS, KIND_WORDS
+from perfkit.plots.timeline import MAX_ROWS, cells, timeline_image
 from perfkit.widgets.explorer import explore
 from perfkit.widgets.timeline import resolutions, timeline_view
 
