@@ -5,6 +5,9 @@ tree) and one ``<id>.index`` / ``<id>.data`` pair per stored metric. The call tr
 the exclusive values of every call-tree node whose region is an MPI function are summed per
 function name; everything else (user code, OpenMP, measurement regions) becomes ``Compute``.
 Locations (threads) are summed per process (MPI rank). See ``docs/formats/cube.md``.
+
+:func:`callpaths` keeps the call tree instead: one row per call path (call-tree node), its exclusive
+values summed per rank (:func:`read_call_tree` keeps them per rank, for statistics over any ranks).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from xml.etree.ElementTree import Element, ParseError
 
 import numpy as np
+import pandas as pd
 import scipy.sparse
 import xarray as xr
 from defusedxml import ElementTree as SafeET
@@ -517,3 +521,128 @@ def _stated_metadata(system: SystemTree, flat: FlatProfile) -> dict[str, Any]:
         if len(set(per_node.values())) == 1:
             stated["ppn"] = float(next(iter(per_node.values())))
     return stated
+
+
+# --- the call tree kept: one row per call path ----------------------------------------------------
+
+#: Separator of the region names of a call path, root first.
+PATH_SEPARATOR = " > "
+
+
+@dataclass
+class CallTree:
+    """The call paths of a profile, with each path's exclusive values per rank.
+
+    ``paths``: one row per call-tree node, columns ``cnode`` (its id in the file), ``path`` (region names root
+    first, joined by :data:`PATH_SEPARATOR`), ``function`` (``MPI_Xxx`` of the last region, else ``Compute``),
+    ``region``, ``parent`` (the caller's region name, empty at a root) and ``depth`` (0 at a root).
+    ``values[metric]``: shape (path, rank) over ``ranks``, for the metrics of ``METRICS`` the profile measures
+    (time [s], calls, bytes [B]).
+    """
+
+    paths: pd.DataFrame
+    values: dict[str, np.ndarray]
+    ranks: np.ndarray
+
+    def table(self, ranks: Any = None) -> pd.DataFrame:
+        """One row per call path: :attr:`paths`, then each metric summed over ``ranks`` (default: every rank),
+        and ``time_max`` / ``time_mean`` / ``time_min`` [s], the statistics of the path's time per rank over those
+        ranks (a rank that never reaches the path counts 0), and ``rank_of_max``."""
+        chosen = np.ones(self.ranks.size, bool) if ranks is None else np.isin(self.ranks, np.asarray(ranks))
+        out = self.paths.copy()
+        for metric, values in self.values.items():
+            out[metric] = values[:, chosen].sum(axis=1)
+        time = self.values["time"][:, chosen]
+        empty = time.shape[1] == 0
+        out["time_max"] = np.nan if empty else time.max(axis=1)
+        out["time_mean"] = np.nan if empty else time.mean(axis=1)
+        out["time_min"] = np.nan if empty else time.min(axis=1)
+        out["rank_of_max"] = pd.array([pd.NA] * len(out), dtype="Int64") if empty else pd.array(
+            self.ranks[chosen][time.argmax(axis=1)], dtype="Int64")
+        return out
+
+
+def read_call_tree(path: str | PathLike) -> CallTree:
+    """The call tree of one ``.cubex`` profile with each call path's exclusive values per rank (see :class:`CallTree`).
+
+    The same values the reader sums per function (:func:`read`), kept per call path: summed over the paths of a
+    function, they are the reader's per-function values.
+    """
+    path = Path(path)
+    _check_file(path)
+    anchor, raw = _read_anchor(path)
+    system = _system_tree(path, anchor, raw)
+    with _wrapped(path, "reading the call tree with pycubexr"), _Parser(path) as parser:
+        cnodes = parser.all_cnodes()
+        n_loc = len(parser.get_locations())
+        if set(system.location_rank) - set(range(n_loc)):
+            raise PerfkitFormatError(path, None, f"location ids are not 0..{n_loc - 1}", member=ANCHOR)
+        paths = _call_paths(cnodes)
+        to_rank = system.rank_matrix(n_loc)
+        metrics = {m.name: m for m in parser.all_metrics()}
+        values: dict[str, np.ndarray] = {}
+        for ours, names in CUBE_METRICS.items():
+            metric = next((metrics[n] for n in names if n in metrics), None)
+            if metric is None or not NUMERIC_DTYPES.match(str(metric.data_type).strip()):
+                continue
+            try:
+                stored = parser.get_metric_values(metric)
+            except MissingMetricError:
+                continue
+            _check_values(path, metric, np.asarray(stored.values, dtype=np.float64), len(stored.cnode_indices))
+            per_location = _exclusive(stored, cnodes, n_loc)
+            values[ours] = np.asarray((to_rank @ per_location.T).T)
+    if "time" not in values:
+        raise PerfkitFormatError(path, None, f"no values of metric 'time' (metrics: {sorted(metrics)})", member=ANCHOR)
+    return CallTree(paths=paths, values=values, ranks=np.asarray(system.ranks, dtype=np.int64))
+
+
+def callpaths(path: str | PathLike, ranks: Any = None) -> pd.DataFrame:
+    """Call-path table of one ``.cubex`` profile: one row per call path (``cnode`` id, ``path``, region names root
+    first; ``function``, the MPI function at its end or ``Compute``; ``region``, ``parent``, ``depth``), its exclusive
+    ``time`` [s], ``calls``, ``bytes_sent``, ``bytes_recv`` [B] (those measured) summed over ``ranks`` (default every
+    rank), and its time per rank: ``time_max``, ``time_mean``, ``time_min`` [s] and ``rank_of_max``."""
+    return read_call_tree(path).table(ranks)
+
+
+def _call_paths(cnodes: list[Any]) -> pd.DataFrame:
+    """Id, path (root first), function label, region, parent region and depth of each call-tree node, in ``cnodes``
+    order."""
+    position = {cnode.id: i for i, cnode in enumerate(cnodes)}
+    regions = [str(cnode.region.name or "") if cnode.region is not None else "" for cnode in cnodes]
+    parents = [position.get(cnode.parent.id, -1) if cnode.parent is not None else -1 for cnode in cnodes]
+    paths: list[str | None] = [None] * len(cnodes)
+    depths = [0] * len(cnodes)
+    for start in range(len(cnodes)):  # parents come first in pycubexr's order; any other order is walked up
+        chain = []
+        i = start
+        while i >= 0 and paths[i] is None:
+            chain.append(i)
+            i = parents[i]
+        for j in reversed(chain):
+            up = parents[j]
+            paths[j] = regions[j] if up < 0 else f"{paths[up]}{PATH_SEPARATOR}{regions[j]}"
+            depths[j] = 0 if up < 0 else depths[up] + 1
+    return pd.DataFrame({
+        "cnode": np.fromiter((cnode.id for cnode in cnodes), dtype=np.int64, count=len(cnodes)),
+        "path": paths, "function": [_label(cnode.region) for cnode in cnodes], "region": regions,
+        "parent": [regions[p] if p >= 0 else "" for p in parents], "depth": np.asarray(depths, dtype=np.int64)})
+
+
+def _exclusive(stored: Any, cnodes: list[Any], n_loc: int) -> np.ndarray:
+    """Exclusive values of each call-tree node per location, shape (node, location): the stored rows in place, and
+    for an inclusive metric each node less its children."""
+    position = {cnode.id: i for i, cnode in enumerate(cnodes)}
+    out = np.zeros((len(cnodes), n_loc))
+    order = sorted(stored.cnode_indices.items(), key=lambda item: item[1])
+    rows = np.fromiter((position.get(cid, -1) for cid, _ in order), dtype=np.int64, count=len(order))
+    block = np.asarray(stored.values, dtype=np.float64).reshape(len(order), n_loc)
+    known = rows >= 0
+    out[rows[known]] = block[known]
+    if stored.metric.metric_type == "INCLUSIVE":
+        parents = np.array([position.get(c.parent.id, -1) if c.parent is not None else -1 for c in cnodes],
+                           dtype=np.int64)
+        children = np.flatnonzero(parents >= 0)
+        inclusive = out.copy()
+        np.subtract.at(out, parents[children], inclusive[children])
+    return out
