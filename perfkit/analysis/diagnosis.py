@@ -54,6 +54,9 @@ HIGH, MEDIUM = 0.10, 0.03
 WAIT_SHARE = 0.5
 #: A node whose fastest rank is this much slower than the typical node's fastest is a slow node.
 SLOW_NODE = 0.05
+#: Nodes needed to tell a gradient of compute over the ranks from a slow node, and the pairs of nodes
+#: (at most) that estimate the gradient.
+MIN_NODES_FOR_TREND, TREND_PAIRS = 4, 200_000
 #: A rank whose compute exceeds the mean by this much is a slow rank.
 SLOW_RANK = 0.10
 #: Compute load balance (mean/max) at or above this is balanced: no load-imbalance finding.
@@ -298,7 +301,9 @@ def _slow_rank_text(slow: pd.DataFrame, n_ranks: int) -> str:
 def _node_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     """Nodes whose every rank is slow (a slow node rather than slow ranks)."""
     nodes = by_node(ds, values=context.compute)
-    slow = nodes[(nodes["floor_excess"] > SLOW_NODE) & (nodes["n_ranks"] > 1)]
+    beyond_trend = pd.concat([_floor_beyond_trend(one) for _, one in nodes.groupby("run", sort=False)]
+                             ) if len(nodes) else pd.Series(dtype=np.float64)
+    slow = nodes[(nodes["floor_excess"] > SLOW_NODE) & (beyond_trend > SLOW_NODE) & (nodes["n_ranks"] > 1)]
     rows = []
     for rec in slow.itertuples():
         ranks = fmt.ranks(range(int(rec.first_rank), int(rec.last_rank) + 1))
@@ -309,6 +314,24 @@ def _node_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
         rows.append(_row(str(rec.run), "slow_node", f"Slow node {int(rec.node)}", lead, details,
                          rec.max - rec.max / (1 + rec.floor_excess)))
     return rows
+
+
+def _floor_beyond_trend(nodes: pd.DataFrame) -> pd.Series:
+    """Each node's fastest rank against a straight line through the nodes' fastest ranks (Theil-Sen:
+    the median slope over pairs of nodes, so that one slow node does not tilt it), as a share of the
+    line. Compute that grows with the rank number (a gradient) lifts every later node by the same step
+    and stays on the line; a slow node stands off it. Below 4 nodes a line cannot be told from a slow
+    node: the floors are returned as they are (infinite excess: no test)."""
+    x, floor = nodes["node"].to_numpy(np.float64), nodes["min"].to_numpy(np.float64)
+    if x.size < MIN_NODES_FOR_TREND:
+        return pd.Series(np.inf, index=nodes.index)
+    rng = np.random.default_rng(0)  # at most TREND_PAIRS pairs of nodes, drawn the same way every time
+    i, j = (np.triu_indices(x.size, 1) if x.size * (x.size - 1) // 2 <= TREND_PAIRS
+            else rng.integers(0, x.size, (2, TREND_PAIRS)))
+    keep = x[i] != x[j]
+    slope = float(np.median((floor[j[keep]] - floor[i[keep]]) / (x[j[keep]] - x[i[keep]])))
+    line = float(np.median(floor - slope * x)) + slope * x
+    return pd.Series(floor / line - 1.0, index=nodes.index)
 
 
 def _transfer_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:

@@ -8,9 +8,12 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import perfkit
-from perfkit.analysis.diagnosis import COLUMNS, diagnose, format_ranks
+from perfkit.analysis.diagnosis import COLUMNS, _floor_beyond_trend, diagnose, format_ranks
+from perfkit.analysis.imbalance import by_node
 from perfkit.analysis.waits import breakdown, call_wait_share, wait_split
 from perfkit.text import seconds
 from tests.helpers import ROOT
@@ -187,3 +190,28 @@ def test_an_all_nan_run_is_reported_empty_never_as_measured():
     assert (findings["run"] == "good").any()
     only = diagnose(blank)
     assert list(only["category"]) == ["empty"]
+
+
+def test_a_gradient_of_compute_over_the_ranks_is_no_slow_node():
+    """The lab's collective-imbalance program, run on 4 nodes x 2 ranks: each rank computes 10 ms more per step
+    than the rank before it (a known cause). Nodes 2 and 3's fastest ranks compute 17% and 43% more than the
+    typical node's, yet no node is slow: the later nodes sit on the line the gradient draws."""
+    ds = perfkit.open_profile(ROOT / "data" / "lab" / "traces" / "collective_imbalance-np8.mpinside.otf2")
+    nodes = by_node(ds)
+    assert nodes["floor_excess"].round(2).tolist()[2:] == [0.17, 0.43]
+    found = diagnose(ds)
+    assert "slow_node" not in set(found["category"])
+    assert "rank 7 computes" in found.loc[found["category"] == "load_imbalance", "lead"].item()
+
+
+@settings(max_examples=60, deadline=None)
+@given(n_nodes=st.integers(5, 40), base=st.floats(0.1, 100), slope=st.floats(-0.02, 0.5),
+       slow=st.integers(0, 39), factor=st.floats(1.1, 3.0))
+def test_a_slow_node_stands_off_the_line_and_a_gradient_stays_on_it(n_nodes, base, slope, slow, factor):
+    nodes = pd.DataFrame({"node": np.arange(n_nodes), "min": base * (1 + slope * np.arange(n_nodes))})
+    assert np.allclose(_floor_beyond_trend(nodes), 0, atol=1e-9)
+    k = slow % n_nodes  # one node off the line: most pairs of nodes still give the slope, and their median
+    raised = nodes.assign(min=nodes["min"].where(nodes["node"] != k, nodes["min"] * factor))
+    excess = _floor_beyond_trend(raised)
+    assert excess.iloc[k] == pytest.approx(factor - 1, rel=1e-6)
+    assert np.allclose(excess.drop(k), 0, atol=1e-9)
