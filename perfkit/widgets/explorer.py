@@ -5,8 +5,9 @@ per-rank profile, the scaling views (two or more runs with known ``nprocs``), th
 (coloured table, and across the series), imbalance findings and, when the Dataset has ``traffic``,
 a sender x receiver heatmap and the placement tab (given a measured re-run, its prediction against
 the re-run: ``rerun=`` or a run labelled with the strategy's name, see
-:mod:`perfkit.widgets.placement`), and when two runs hold the same ranks (or with ``rerun=``) run A
-against run B (:mod:`perfkit.widgets.compare`). Findings select the ranks they name
+:mod:`perfkit.widgets.placement`), when two runs hold the same ranks (or with ``rerun=``) run A
+against run B (:mod:`perfkit.widgets.compare`), and when a run was read from an mpiP report or a CUBE
+profile, its call sites (:mod:`perfkit.widgets.callsites`). Findings select the ranks they name
 (:mod:`perfkit.widgets.findings`). The same layout works in a notebook, in Voila and under
 ``panel serve`` (see :mod:`perfkit.widgets.explorer_app`).
 
@@ -43,6 +44,7 @@ from perfkit.model import TRAFFIC_DIMS
 from perfkit.plots.palette import label
 from perfkit.plots.pop import pop_plot, pop_styler
 from perfkit.plots.traffic import style_heatmap
+from perfkit.widgets.callsites import callsite_tab, has_callsites
 from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
 from perfkit.widgets.findings import findings_list
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_pane, rank_state, view_stream
@@ -92,6 +94,8 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
         from perfkit.widgets.placement import placement_panel  # the placement tab lives in its own module
 
         _add_tab(tabs, "placement", _once(lambda: placement_panel(ds, state, rerun=rerun, link_rate=link_rate)))
+    if has_callsites(ds):
+        _add_tab(tabs, "call sites", callsite_tab(profiles, in_view), *in_state)
     if "timeline" in ds:
         from perfkit.widgets.timeline import timeline_control, timeline_view  # a trace's tab, in its own module
 
