@@ -60,15 +60,17 @@ def callsite_source(ds: xr.Dataset, run: str) -> tuple[Path, str] | None:
     is still there; else None."""
     if "source" not in ds.coords or "format" not in ds.coords:
         return None
-    one = ds.sel(run=run)
-    source, form = str(one["source"].values), str(one["format"].values)
-    path = Path(source)
-    return (path, form) if form in FORMATS and source and path.is_file() else None
+    i = int(np.flatnonzero(ds["run"].values.astype(str) == run)[0])
+    source, form = str(ds["source"].values[i]), str(ds["format"].values[i])
+    return (Path(source), form) if form in FORMATS and source and Path(source).is_file() else None
 
 
 def has_callsites(ds: xr.Dataset) -> bool:
     """Whether a run of ``ds`` comes from a file with call sites (:func:`callsite_source`)."""
-    return any(callsite_source(ds, str(run)) is not None for run in ds["run"].values)
+    if "source" not in ds.coords or "format" not in ds.coords:
+        return False
+    sources, forms = ds["source"].values.astype(str), ds["format"].values.astype(str)
+    return any(Path(source).is_file() for source in sources[np.isin(forms, list(FORMATS)) & (sources != "")])
 
 
 def read_callsites(path: str | Path, form: str, ranks: Any) -> CallSites:
@@ -92,7 +94,9 @@ def _mpip_sites(path: Path, ranks: np.ndarray) -> CallSites:
             table = mpip.callsites(plain)
     else:
         table = mpip.callsites(path)
-    star = table[table["aggregate"]].drop_duplicates(["function", "site"]).reset_index(drop=True)
+    # one row per site: its ``*`` row where printed (a site with rank rows only is kept too)
+    star = table.sort_values("aggregate", ascending=False, kind="stable").drop_duplicates(["function", "site"])
+    star = star.sort_values(["function", "site"]).reset_index(drop=True)
     sites = _mpip_labels(star)
     rows = table[~table["aggregate"]]
     if rows.empty:  # concise: totals over the tasks that call the site, and their extremes
@@ -107,16 +111,18 @@ def _mpip_sites(path: Path, ranks: np.ndarray) -> CallSites:
         return CallSites(sites, ranks, source=str(path), format="mpip", notes=[note])
     index = pd.MultiIndex.from_frame(star[["function", "site"]])
     where = index.get_indexer(pd.MultiIndex.from_frame(rows[["function", "site"]]))
-    column = np.searchsorted(ranks, rows["rank"].to_numpy(dtype=np.int64))
-    known = (column < ranks.size) & (ranks[np.minimum(column, ranks.size - 1)] == rows["rank"].to_numpy(np.int64))
+    rank = rows["rank"].to_numpy(dtype=np.int64)
+    column = np.minimum(np.searchsorted(ranks, rank), max(ranks.size - 1, 0))
+    known = (ranks[column] == rank) if ranks.size else np.zeros(rank.size, bool)
     values = {}
     for ours, theirs in MPIP_COLUMNS.items():
         grid = np.zeros((len(star), ranks.size))
-        if theirs in rows:
-            np.add.at(grid, (where[known], column[known]), rows[theirs].to_numpy(dtype=float)[known])
+        if theirs in rows:  # a site missing from one section (time, bytes) has nothing there
+            np.add.at(grid, (where[known], column[known]), np.nan_to_num(rows[theirs].to_numpy(dtype=float))[known])
         values[ours] = grid
     notes = []
-    hidden = star["count"].to_numpy(dtype=float) > values["calls"].sum(axis=1) + 0.5
+    printed = np.where(star["aggregate"].to_numpy(bool), star["count"].to_numpy(dtype=float), np.nan)
+    hidden = printed > values["calls"].sum(axis=1) + 0.5
     if hidden.any():
         notes.append(f"{fmt.plural(int(hidden.sum()), 'site')} of this report lost rank rows to mpiP's print "
                      "threshold: their per-rank numbers are only those printed.")

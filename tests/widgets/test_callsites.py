@@ -24,7 +24,7 @@ from perfkit.widgets.callsites import callsite_view, has_callsites, read_callsit
 from perfkit.widgets.explorer import explore
 from tests.helpers import ROOT
 from tests.io.test_cube import ALL as CUBES
-from tests.io.test_mpip import GUIDE_35, HPCCG_2, REAL, half_ulp, section_rows, write_report
+from tests.io.test_mpip import GUIDE_28, GUIDE_35, HPCCG_2, REAL, half_ulp, section_rows, write_report
 from tests.widgets.sliders import drag
 from tests.widgets.test_explorer import tab_names
 from tests.widgets.test_selection import show
@@ -112,6 +112,15 @@ def test_concise_reports_give_totals_over_every_rank(tmp_path: Path):
     assert table.loc["MPI_Allreduce", "site"] == "MPI_Allreduce @ a.c:12 (in solve)"
     view = callsite_view(sites, "c", ranks=np.array([0]))
     assert "whatever the rank selection" in view[0].object
+
+
+def test_user_guide_reports_say_what_the_print_threshold_hid():
+    hidden, whole = sites_of(GUIDE_28), sites_of(GUIDE_35)
+    assert any("print threshold" in note for note in hidden.notes) and not whole.notes
+    for sites in (hidden, whole):
+        table = site_table(sites)
+        assert table[["time", "calls", "max", "mean", "min", "share"]].notna().all().all()
+        assert table["site"].is_unique and table["share"].sum() == pytest.approx(1.0)
 
 
 def test_compressed_report_reads_as_the_plain_one(tmp_path: Path):
