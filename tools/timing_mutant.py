@@ -10,11 +10,16 @@ own. A mutant is caught when one of them fails; on a machine too noisy to hold t
     python tools/timing_mutant.py                # the unmutated collector and every mutant
     python tools/timing_mutant.py waits+10%      # one of them
     python tools/timing_mutant.py -k "send_late_time and np2" waits+10%   # a few of the tests
+    python tools/timing_mutant.py none --repeat 10 --busy 2   # the unmutated collector 10 times beside 2 busy loops
+
+With ``--busy K`` K processes spin on the CPU while the tests run (a loaded machine): the unmutated
+collector must then pass or skip for noise, never fail.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -70,34 +75,47 @@ def summary(output: str) -> dict[str, int]:
     return {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)", last[-1] if last else "")}
 
 
+def run_one(name: str, select: str) -> bool:
+    """Run the timing tests once through mutant ``name`` and print the outcome; whether it is as it must be
+    (the unmutated collector: no failure; a mutant: caught by a failure)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--pytest", name, *TESTS, "-k", select, "-q", "-rfs",
+                           "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
+    counts = summary(proc.stdout)
+    failed = sorted(set(re.findall(r"^FAILED (\S+)", proc.stdout, re.M)))
+    noise = re.findall(r"scheduling noise ([\d.]+) ms per step", proc.stdout)
+    ok = counts.get("failed", 0) == 0 if name == "none" else bool(failed)
+    verdict = ("passes" if ok else "FAILS") if name == "none" else ("caught" if ok else "NOT caught")
+    print(f"{name:12s} {verdict:10s} passed {counts.get('passed', 0):3d}  failed {counts.get('failed', 0):3d}  "
+          f"skipped {counts.get('skipped', 0):3d} ({len(noise)} for noise, up to "
+          f"{max(map(float, noise), default=0):.2f} ms per step)  {time.perf_counter() - t0:.0f} s  "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    for test in failed[:8]:
+        print(f"    {test}")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     names = ", ".join(MUTANTS).replace("%", "%%")  # argparse formats help with %
     parser.add_argument("mutants", nargs="*", metavar="MUTANT", help=f"of {names} (default: all)")
     parser.add_argument("-k", dest="select", default=SELECT, help="pytest -k expression (default: every timing test)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="run each mutant N times (default 1)")
+    parser.add_argument("--busy", type=int, default=0, metavar="K", help="K busy-loop processes beside the tests")
     parser.add_argument("--pytest", metavar="MUTANT", choices=MUTANTS, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)
-    if args.pytest:
-        return run_mutated(args.pytest, rest)
+    if args.pytest:  # the test files arrive as the positional arguments, the -k expression as args.select
+        return run_mutated(args.pytest, [*args.mutants, "-k", args.select, *rest])
     unknown = sorted(set(args.mutants) - set(MUTANTS))
     if unknown or rest:
         parser.error(f"unknown mutant or option: {' '.join(unknown + rest)}")
-    shown = True
-    for name in args.mutants or list(MUTANTS):
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--pytest", name, *TESTS, "-k", args.select, "-q", "-rfs",
-                               "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
-        counts = summary(proc.stdout)
-        failed = sorted(set(re.findall(r"^FAILED (\S+)", proc.stdout, re.M)))
-        noise = re.findall(r"scheduling noise ([\d.]+) ms per step", proc.stdout)
-        ok = counts.get("failed", 0) == 0 if name == "none" else bool(failed)
-        shown &= ok and counts.get("passed", 0) > 0
-        verdict = ("passes" if ok else "FAILS") if name == "none" else ("caught" if ok else "NOT caught")
-        print(f"{name:12s} {verdict:10s} passed {counts.get('passed', 0):3d}  failed {counts.get('failed', 0):3d}  "
-              f"skipped {counts.get('skipped', 0):3d} ({len(noise)} for noise, up to "
-              f"{max(map(float, noise), default=0):.2f} ms per step)  {time.perf_counter() - t0:.0f} s", flush=True)
-        for test in failed[:8]:
-            print(f"    {test}")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        shown = all([run_one(name, args.select) for name in args.mutants or list(MUTANTS) for _ in range(args.repeat)])
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
     return 0 if shown else 1
 
 
