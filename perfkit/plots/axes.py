@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from bokeh.models import BasicTicker, CustomJSTickFormatter, FixedTicker, PrintfTickFormatter
+from bokeh.models import (
+    AdaptiveTicker,
+    BasicTicker,
+    CompositeTicker,
+    CustomJSTickFormatter,
+    FixedTicker,
+    PrintfTickFormatter,
+)
 
 #: Smallest gap between labelled log ticks, as a fraction of the axis span in decades.
 MIN_GAP = 0.09
@@ -56,6 +63,22 @@ def unit_formatter(unit: str) -> CustomJSTickFormatter:
     if unit == "s":
         return CustomJSTickFormatter(code=TIME_JS)
     return CustomJSTickFormatter(code=UNIT_JS.replace("UNIT", unit.replace('"', "")))
+
+
+def unit_ticker(unit: str) -> CompositeTicker | None:
+    """Ticks for values in ``unit`` at round numbers of the unit :func:`unit_formatter` writes them in: for
+    seconds :func:`time_ticker`; None (bokeh's own 1-2-5 steps) for the others."""
+    return time_ticker() if unit == "s" else None
+
+
+def time_ticker() -> CompositeTicker:
+    """Ticks of a time axis [s] at round numbers of the unit ``TIME_JS`` labels them in: 1-2-5 steps of µs, ms and
+    s up to 20 s apart, then 0.5, 1, 2, 5, 10, 15, 30 min (not 20 s steps that read ``0.333 min``), then hours."""
+    return CompositeTicker(tickers=[
+        AdaptiveTicker(mantissas=[1, 2, 5], base=10, min_interval=0.0, max_interval=20.0),
+        AdaptiveTicker(mantissas=[0.5, 1, 2, 5, 10, 15, 30], base=60, min_interval=30.0, max_interval=1800.0),
+        AdaptiveTicker(mantissas=[1, 2, 5, 10], base=3600, min_interval=3600.0),
+    ])
 
 
 def _positive(values: Iterable[float]) -> np.ndarray:

@@ -13,7 +13,7 @@ import pandas as pd
 from bokeh.models import HoverTool
 
 from perfkit import text as fmt
-from perfkit.plots.axes import unit_formatter
+from perfkit.plots.axes import time_ticker, unit_formatter
 from perfkit.plots.palette import label, labelled_colours
 
 #: Sites drawn at most.
@@ -44,4 +44,4 @@ def callsite_bars(table: pd.DataFrame, *, title: str = "", top: int = TOP,
         invert_axes=True, color="function", cmap=cmap or labelled_colours(shown["function"]), show_legend=True,
         legend_position="right", tools=[hover], default_tools=["save", "pan", "wheel_zoom", "box_zoom", "reset"],
         responsive=True, min_width=500, height=FRAME + ROW * len(frame), show_grid=True, title=title,
-        xformatter=unit_formatter("s"), xlabel="MPI time", ylabel="", padding=(0, (0, 0.05)))
+        xformatter=unit_formatter("s"), xticks=time_ticker(), xlabel="", ylabel="MPI time", padding=(0, (0, 0.05)))

@@ -8,7 +8,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.analysis.cube import rank_totals
-from perfkit.plots.axes import unit_formatter
+from perfkit.plots.axes import unit_formatter, unit_ticker
 from perfkit.plots.palette import KIND_COLOURS, colours, label
 
 #: Above this many ranks in view, ranks are binned (mean per bin) so the plot stays responsive.
@@ -68,5 +68,5 @@ def stacked_ranks(ds: xr.Dataset, run: str | None = None, *, by: str = "function
     return hv.Area.stack(hv.Overlay(areas)).opts(
         hv.opts.Area(alpha=0.85, line_width=0, tools=["hover"]),
         hv.opts.Overlay(title=title, responsive=True, min_width=400, height=380, legend_position="right",
-                        show_grid=True, yformatter=unit_formatter(unit)),
+                        show_grid=True, yformatter=unit_formatter(unit), yticks=unit_ticker(unit)),
     )

@@ -259,9 +259,11 @@ def site_table(sites: CallSites, ranks: Any = None) -> pd.DataFrame:
 
 
 def shown_table(table: pd.DataFrame) -> pd.DataFrame:
-    """:func:`site_table` for a sortable table: numbers kept as numbers in one unit per column that fits (time in
-    µs, ms, s or min; bytes with an SI prefix, both named in the column's title), three significant digits."""
-    time_unit, time_scale = _time_unit(np.nanmax(table[["max", "time"]].to_numpy(), initial=0.0))
+    """:func:`site_table` for a sortable table: numbers kept as numbers in a unit that fits (time in µs, ms, s or
+    min, one for the time and one for the per-rank columns; bytes with an SI prefix; named in the column titles),
+    three significant digits."""
+    time_unit, time_scale = _time_unit(np.nanmax(table["time"].to_numpy(dtype=float), initial=0.0))
+    rank_unit, rank_scale = _time_unit(np.nanmax(table["max"].to_numpy(dtype=float), initial=0.0))
     byte_unit, byte_scale = _byte_unit(np.nanmax(table["bytes"].to_numpy(dtype=float), initial=0.0))
     shown = pd.DataFrame({"site": table["site"], "MPI function": table["function"]})
     shown[f"time [{time_unit}]"] = _digits(table["time"] / time_scale)
@@ -269,7 +271,7 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     shown["calls"] = table["calls"].astype("Float64").round().astype("Int64")
     shown[f"bytes sent [{byte_unit}]"] = _digits(table["bytes"] / byte_scale)
     for name in ("max", "mean", "min"):
-        shown[f"{name} per rank [{time_unit}]"] = _digits(table[name] / time_scale)
+        shown[f"{name} per rank [{rank_unit}]"] = _digits(table[name] / rank_scale)
     shown["max / mean"] = table["imbalance"].round(2)
     shown["rank of max"] = table["rank_of_max"]
     shown["where"], shown["called from"] = table["where"], table["parent"]

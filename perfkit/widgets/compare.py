@@ -17,7 +17,7 @@ import xarray as xr
 
 from perfkit import text as fmt
 from perfkit.analysis.cube import rank_totals
-from perfkit.plots.axes import integer_ticker, unit_formatter
+from perfkit.plots.axes import integer_ticker, unit_formatter, unit_ticker
 from perfkit.plots.palette import REFERENCE, label, labelled_colours
 from perfkit.plots.profile import band_order
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_bounds
@@ -79,12 +79,13 @@ def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric
     bars = hv.Bars(named, by, hv.Dimension("A - B", label=f"A - B, mean per rank of {quantity}")).opts(
         color=by, cmap=labelled_colours(ds[by].values), show_legend=False, xrotation=30, tools=["hover"],
         show_grid=True, responsive=True, min_width=400, height=320, yformatter=unit_formatter(unit),
+        yticks=unit_ticker(unit),
         title=f"{a} - {b}: {metric} per {by}")
     colour = np.where(ranks["A - B"].to_numpy() >= 0, MORE, LESS)
     frame = ranks.reset_index().assign(colour=colour)
     spikes = hv.Spikes(frame, "rank", [hv.Dimension("A - B", label=f"A - B of the rank's {quantity}"), "colour"]).opts(
         color="colour", line_width=2 if len(frame) < 400 else 1, tools=["hover"], show_grid=True, responsive=True,
-        min_width=400, height=300, yformatter=unit_formatter(unit), xticks=integer_ticker(),
+        min_width=400, height=300, yformatter=unit_formatter(unit), yticks=unit_ticker(unit), xticks=integer_ticker(),
         title=f"{a} - {b}: {metric} per rank")
     zero = hv.HLine(0).opts(color=REFERENCE, line_width=1)
     note = pn.pane.Markdown(f"**A** = {a}, **B** = {b}: {metric} over {fmt.plural(len(ranks), 'rank')}. "
