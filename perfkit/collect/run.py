@@ -79,7 +79,7 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
     check_outputs(output, launch, cwd=cwd, overwrite=overwrite, trace=trace, option="overwrite=True")
     library = build_library(trace=trace)
     earlier = output.exists()
-    tmp = atomic.temporary(output, "collect")  # .OUT.collect.perfkit-tmp-<pid>: the next run removes it if killed
+    tmp = atomic.temporary(output.absolute(), "collect")  # the next run removes it if this one is killed
     try:
         atomic.remove(tmp)
         tmp.mkdir()
