@@ -1,0 +1,83 @@
+"""Runs moved into a convert store by renaming chunk files: only where they line up, and equal to combine_runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import perfkit
+from perfkit.io import convert, convert_chunks
+from perfkit.model import combine_runs, make_run
+
+FUNCTIONS = ["Compute", "MPI_Send", "MPI_Recv", "MPI_Allreduce"]
+
+
+@given(n_union=st.integers(1, 40), chunk=st.integers(1, 9), data=st.data())
+def test_chunk_offsets_only_for_consecutive_labels_from_a_chunk_boundary(n_union, chunk, data):
+    union = np.sort(data.draw(st.lists(st.integers(0, 10**6), min_size=n_union, max_size=n_union, unique=True)))
+    ranks = np.sort(data.draw(st.lists(st.sampled_from(union.tolist()), min_size=1, unique=True)))
+    run = xr.Dataset(coords={"rank": ranks})
+    got = convert_chunks.chunk_offsets(run, {"rank": union}, ("run", "rank"), {"rank": chunk})
+    first = int(np.searchsorted(union, ranks[0]))
+    lines_up = np.array_equal(union[first:first + ranks.size], ranks) and first % chunk == 0
+    assert got == ((first // chunk,) if lines_up else None)
+
+
+def test_chunk_offsets_of_text_labels_and_unlabelled_dims():
+    run = xr.Dataset({"v": (("run", "function", "bin"), np.zeros((1, 2, 3)))}, coords={"function": ["b", "c"]})
+    coords = {"function": np.array(["a", "b", "c"], dtype=object), "bin": np.arange(3)}
+    assert convert_chunks.chunk_offsets(run, coords, ("run", "function", "bin"), {"function": 1, "bin": 3}) == (1, 0)
+    assert convert_chunks.chunk_offsets(run, coords, ("run", "function", "bin"), {"function": 3, "bin": 3}) is None
+
+
+def _run(label: str, ranks: np.ndarray, functions: list[str], seed: int, hosts: bool) -> xr.Dataset:
+    rng = np.random.default_rng(seed)
+    profile = rng.random((ranks.size, len(functions), 2))
+    profile[rng.random(profile.shape) < 0.2] = np.nan
+    return make_run(profile, ranks=ranks, functions=functions, metrics=["time", "calls"], run={"label": label},
+                    hosts=[f"n{r // 3}" for r in ranks] if hosts else None)
+
+
+@st.composite
+def studies(draw):
+    """1-4 runs: rank ranges that may start anywhere, function sets that may differ, host names or not."""
+    runs = []
+    for k in range(draw(st.integers(1, 4))):
+        first, n = draw(st.integers(0, 12)), draw(st.integers(1, 20))
+        functions = draw(st.lists(st.sampled_from(FUNCTIONS), min_size=1, unique=True))
+        runs.append(_run(f"r{k}", np.arange(first, first + n), functions, k, draw(st.booleans())))
+    return runs
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(runs=studies(), chunk=st.sampled_from([1, 4, 8]))
+def test_a_store_of_moved_and_written_runs_equals_combine_runs(tmp_path_factory, monkeypatch, runs, chunk):
+    monkeypatch.setattr(convert, "RANK_CHUNK", chunk)
+    work = tmp_path_factory.mktemp("study")
+    sources = [convert.to_part(run, work / f"{k}.zarr") for k, run in enumerate(runs)]
+    store = convert.write_runs(sources, work / "study.zarr", convert._store_attrs(None, runs, []))
+    xr.testing.assert_identical(perfkit.load(store), combine_runs(runs))
+    xr.testing.assert_identical(perfkit.load(store, chunks={}).load(), combine_runs(runs))
+
+
+def test_runs_that_line_up_are_moved_and_only_the_others_reindexed(tmp_path, monkeypatch):
+    """Three runs on the union's ranks and functions are moved whole; the fourth lacks two functions: its
+    profile is reindexed and written, its host names (same ranks, same width) are moved."""
+    monkeypatch.setattr(convert, "RANK_CHUNK", 4)
+    runs = [_run(f"r{k}", np.arange(10), FUNCTIONS if k < 3 else FUNCTIONS[:2], k, hosts=True) for k in range(4)]
+    sources = [convert.to_part(run, tmp_path / f"{k}.zarr") for k, run in enumerate(runs)]
+    reindexed = []
+    aligned = convert._aligned
+    monkeypatch.setattr(convert, "_aligned", lambda run, *a: reindexed.append((str(run["run"].values[0]),
+                                                                               *a[1])) or aligned(run, *a))
+    store = convert.write_runs(sources, tmp_path / "study.zarr", convert._store_attrs(None, runs, []))
+    xr.testing.assert_identical(perfkit.load(store), combine_runs(runs))
+    assert reindexed == [("r3", "profile")]
+
+    def chunk_files(k: int, name: str) -> list[str]:
+        return [p.name for p in (tmp_path / f"{k}.zarr" / name).iterdir() if p.name[0] != "."]
+
+    assert not any(chunk_files(k, name) for k in range(3) for name in ("profile", "host"))
+    assert chunk_files(3, "profile") and not chunk_files(3, "host")
