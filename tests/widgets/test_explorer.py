@@ -55,7 +55,7 @@ def test_series_layout_has_every_view(series):
 def test_single_mpip_run_has_no_scaling_or_traffic():
     ds = perfkit.open_profile(MPIP)
     layout = explore(ds)
-    assert tab_names(layout) == ["per rank", "efficiency", "findings"]
+    assert tab_names(layout) == ["per rank", "efficiency", "findings", "call sites"]
     assert drawn_ranks(layout.get_root()) == (0, 15)
 
 
@@ -74,7 +74,7 @@ def test_callbacks_reach_the_plot(series):
 
     widget(layout, pn.widgets.RadioButtonGroup, "group by").value = "kind"
     drawn_kinds = {k for s in root.select({"type": ColumnDataSource}) for k in s.data.get("kind", [])}
-    assert drawn_kinds and drawn_kinds <= set(perfkit.KINDS)
+    assert drawn_kinds and drawn_kinds <= {label(k) for k in perfkit.KINDS}  # kinds in words
     widget(layout, pn.widgets.Select, "metric").value = "calls"
     assert [t.text for t in root.select({"type": Title})] == ["96/slt: calls per rank by kind"]
 
