@@ -77,12 +77,16 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
         warnings.warn(f"removed {len(removed)} temporary file(s) left by an earlier run that was killed: "
                       f"{', '.join(p.name for p in removed)}", PerfkitWarning, stacklevel=2)
     check_outputs(output, launch, cwd=cwd, overwrite=overwrite, trace=trace, option="overwrite=True")
-    library = build_library(trace=trace)
     earlier = output.exists()
     tmp = atomic.temporary(output.absolute(), "collect")  # the next run removes it if this one is killed
-    try:
-        atomic.remove(tmp)
+    atomic.remove(tmp)
+    try:  # the folder is written to before the launch, not only after the run
         tmp.mkdir()
+    except OSError as exc:
+        raise PermissionError(f"cannot write in the folder {output.parent} (to write {output.name} in): "
+                              f"{exc.strerror}") from None
+    try:
+        library = build_library(trace=trace)
         raw = tmp / "raw"
         preload = " ".join(p for p in (str(library), os.environ.get("LD_PRELOAD", "")) if p)
         variables = {"LD_PRELOAD": preload, "PERFKIT_COLLECT_OUT": str(raw),

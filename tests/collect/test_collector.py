@@ -284,3 +284,17 @@ def test_temporaries_of_a_killed_collect_are_removed_by_the_next_one_which_says_
     assert err[0] == (f"perfkit: removing 2 temporary file(s) left by an earlier run that was killed: {folder.name}, "
                       f"{half.name}")
     assert not folder.exists() and not half.exists() and running.exists()
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_the_launch(tmp_path, capsys):
+    ran = tmp_path / "ran"
+    if os.geteuid() == 0:  # root may write in any folder of a writable file system: /proc takes no new files
+        folder = Path("/proc")
+    else:
+        folder = tmp_path / "locked"
+        folder.mkdir(mode=0o555)
+    out = folder / "run.mpinside"
+    assert main(["collect", "-o", str(out), "--", "sh", "-c", f"touch {ran}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"perfkit collect: error: cannot write in the folder {folder} (to write run.mpinside in)")
+    assert len(err.splitlines()) == 1 and not ran.exists() and not out.exists()
