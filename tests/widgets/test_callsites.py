@@ -12,12 +12,14 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import pytest
+from bokeh.models import HoverTool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import perfkit
+from perfkit import text as fmt
 from perfkit.io import cube, mpip
-from perfkit.plots.callsites import TOP
+from perfkit.plots.callsites import TOP, callsite_bars
 from perfkit.plots.palette import colour
 from perfkit.widgets import callsites as module
 from perfkit.widgets.callsites import callsite_view, has_callsites, read_callsites, site_table
@@ -173,3 +175,16 @@ def test_no_tab_without_call_sites():
     assert "call sites" not in tab_names(explore(ds))
     moved = perfkit.open_runs([GUIDE_35]).assign_coords(source=("run", ["/nowhere/gone.mpiP"]))
     assert not has_callsites(moved)
+
+
+def test_bars_put_the_most_time_at_the_top_with_time_ticks_and_hover_in_words():
+    table = site_table(sites_of(HPCCG_2))
+    fig = hv.render(callsite_bars(table, title="t", top=5))
+    factors = [str(f) for f in fig.y_range.factors]
+    assert factors[::-1] == table["site"].head(5).tolist()  # bokeh lays factors out bottom up
+    assert fig.xaxis[0].axis_label == "MPI time" and fig.height == 110 + 26 * 5
+    hover = next(t for t in fig.tools if isinstance(t, HoverTool))
+    fields = {spec.strip("@{}") for _, spec in hover.tooltips}
+    (source,) = {r.data_source for r in fig.renderers if hasattr(r, "data_source")}
+    assert fields <= set(source.data)
+    assert not any(fmt.unreadable(str(v)) for v in source.data["time_words"])
