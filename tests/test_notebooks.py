@@ -83,11 +83,7 @@ def is_test(cell: nbformat.NotebookNode) -> bool:
     return cell.cell_type == "code" and "test" in cell.get("metadata", {}).get("tags", [])
 
 
-UNSOLVED_PENDING = {"08_traces.ipynb"}  # its exercise cells still hold their solutions
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(reason="exercise solved in place"))
-                                  if p.name in UNSOLVED_PENDING else p for p in COURSE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name)
 def test_exercises_arrive_unsolved_and_numbers_are_asserted(path):
     cells = read(path).cells
     assert any(is_test(cell) for cell in cells), "no hidden test cell asserts the narrative's numbers"
