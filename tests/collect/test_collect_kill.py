@@ -130,6 +130,10 @@ class Runs:
         """The program's processes now running (the command lines of perfkit and mpirun name it too)."""
         return [pid for pid, c in launch_processes(mark, self.program).items() if c.split(" ")[0] == str(self.program)]
 
+    def launcher(self, mark: str) -> bool:
+        """Whether mpirun runs."""
+        return any(c.startswith("mpirun ") for c in launch_processes(mark, self.program).values())
+
     def until_launched(self, proc: subprocess.Popen, mark: str, timeout: float = 120) -> float:
         """Wait for the program to run (its ranks exist); the time waited [s]."""
         start = time.monotonic()
@@ -158,21 +162,28 @@ def test_collect_killed_anywhere_leaves_nothing_running_and_no_stale_output(open
     assert int(perfkit.open_profile(runs.out)["nprocs"].item()) == 2
     rng = np.random.default_rng(SEED)
     with_earlier = set(rng.permutation(KILLS)[: KILLS // 2].tolist())
+    kinds = [signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGTERM, signal.SIGINT]  # each, in each phase
+    signals = [[kinds[i] for i in rng.permutation(KILLS // 2)] for _ in range(2)]
     outcomes: Counter[str] = Counter()
     for k in range(KILLS):
-        sig = [signal.SIGTERM, signal.SIGINT, signal.SIGKILL][int(rng.integers(3))]
+        sig = signals[k % 2][k // 2]
         if k in with_earlier:
             runs.out.write_bytes(earlier)
         else:
             runs.out.unlink(missing_ok=True)
         left_before = temporaries(folder)
         proc, mark = runs.start()
-        if k % 2 == 0:  # aimed before the launch: while Python starts, perfkit imports, checks, builds
-            time.sleep(rng.uniform(0.0, 0.9) * launch_at)
+        if k % 2 == 0:  # before the ranks run: Python starts, perfkit imports, checks, builds; at the latest mpirun
+            target = time.monotonic() + rng.uniform(0.4, 1.0) * launch_at
+            while time.monotonic() < target and not runs.launcher(mark):
+                time.sleep(0.02)
         else:
             runs.until_launched(proc, mark)
             time.sleep(rng.uniform(0.0, 0.8) * SECONDS)
         launched = bool(runs.ranks(mark))
+        when = "after the launch" if launched else "before the launch"
+        if not launched and runs.launcher(mark):
+            when = "while mpirun starts the ranks"
         proc.send_signal(sig)
         killed = time.monotonic()
         status = proc.wait(timeout=120)
@@ -206,7 +217,7 @@ def test_collect_killed_anywhere_leaves_nothing_running_and_no_stale_output(open
             assert said[0].startswith(f"perfkit collect: stopped by {sig.name}; launch stopped, "), err
             assert said[0].endswith("temporary files removed") and not mine, err
             phase = sig.name
-        outcomes[f"{phase}, {'after' if launched else 'before'} the launch, OUT {out}"] += 1
+        outcomes[f"{phase}, {when}, OUT {out}"] += 1
     left_before = temporaries(folder)
     proc, mark = runs.start()
     assert proc.wait(timeout=120) == 0, runs.err()
@@ -215,7 +226,7 @@ def test_collect_killed_anywhere_leaves_nothing_running_and_no_stale_output(open
         assert "perfkit: removing " in runs.err(), runs.err()
     print(f"{openmpi[0]}: {dict(sorted(outcomes.items()))}")
     assert sum(n for key, n in outcomes.items() if "after the launch" in key and "finished" not in key) >= 3
-    assert sum(n for key, n in outcomes.items() if "before the launch" in key) >= 3
+    assert sum(n for key, n in outcomes.items() if "after the launch" not in key) >= 3
 
 
 def test_sigkill_after_the_launch_leaves_nothing_running_and_the_next_run_cleans_up(mpi, tmp_path):
