@@ -80,12 +80,12 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
     earlier = output.exists()
     tmp = atomic.temporary(output.absolute(), "collect")  # the next run removes it if this one is killed
     atomic.remove(tmp)
-    try:  # the folder is written to before the launch, not only after the run
-        tmp.mkdir()
-    except OSError as exc:
-        raise PermissionError(f"cannot write in the folder {output.parent} (to write {output.name} in): "
-                              f"{exc.strerror}") from None
     try:
+        try:  # the folder is written to before the launch, not only after the run
+            tmp.mkdir()
+        except OSError as exc:
+            raise PermissionError(f"cannot write in the folder {output.parent} (to write {output.name} in): "
+                                  f"{exc.strerror}") from None
         library = build_library(trace=trace)
         raw = tmp / "raw"
         preload = " ".join(p for p in (str(library), os.environ.get("LD_PRELOAD", "")) if p)
