@@ -27,7 +27,8 @@ from perfkit.collect.launch import mpirun_command
 SCRIPT = Path(sys.executable).with_name("perfkit")
 SEED = 20261126
 KILLS = 10
-SECONDS = 2.0  # the program's run [s]
+SECONDS = 2.0  # the program's run, uninterrupted [s]
+KILLED_SECONDS = 30.0  # the program's run when it is to be killed: far beyond GONE_WITHIN, so a survivor is seen [s]
 GONE_WITHIN = 5.0  # [s] after the kill
 MARK = "PERFKIT_KILL_TEST"
 STOPPED = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGHUP: 129}
@@ -111,16 +112,17 @@ class Runs:
         name, self.program, self.env = mpi
         launcher = MPIS[name][1]
         self.argv = [str(SCRIPT), "collect", "-o", str(folder / "run.mpinside"), "--force", "--",
-                     *mpirun_command(2, [str(self.program), f"{SECONDS:g}"], launcher=launcher)]
+                     *mpirun_command(2, [str(self.program)], launcher=launcher)]
         self.folder, self.out, self.count = folder, folder / "run.mpinside", 0
 
-    def start(self) -> tuple[subprocess.Popen, str]:
+    def start(self, seconds: float = KILLED_SECONDS) -> tuple[subprocess.Popen, str]:
+        """Start collect of a program that runs ``seconds`` [s]; the process and its mark."""
         self.count += 1
         mark = f"{os.getpid()}-{self.count}"
         err = open(self.folder.parent / "err", "w")
         with err:
-            proc = subprocess.Popen(self.argv, env={**self.env, MARK: mark}, stdout=subprocess.DEVNULL, stderr=err,
-                                    start_new_session=True)
+            proc = subprocess.Popen([*self.argv, f"{seconds:g}"], env={**self.env, MARK: mark},
+                                    stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         return proc, mark
 
     def err(self) -> str:
@@ -154,7 +156,7 @@ def test_collect_killed_anywhere_leaves_nothing_running_and_no_stale_output(open
     folder = tmp_path / "out"
     folder.mkdir()
     runs = Runs(openmpi, folder)
-    proc, mark = runs.start()
+    proc, mark = runs.start(SECONDS)
     launch_at = runs.until_launched(proc, mark)
     assert proc.wait(timeout=120) == 0, runs.err()
     assert not launch_processes(mark, runs.program) and not temporaries(folder), runs.err()
@@ -219,7 +221,7 @@ def test_collect_killed_anywhere_leaves_nothing_running_and_no_stale_output(open
             phase = sig.name
         outcomes[f"{phase}, {when}, OUT {out}"] += 1
     left_before = temporaries(folder)
-    proc, mark = runs.start()
+    proc, mark = runs.start(SECONDS)
     assert proc.wait(timeout=120) == 0, runs.err()
     assert not temporaries(folder) and not runs.gone(mark, time.monotonic())
     if left_before:
