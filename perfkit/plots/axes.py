@@ -65,10 +65,11 @@ def unit_formatter(unit: str) -> CustomJSTickFormatter:
     return CustomJSTickFormatter(code=UNIT_JS.replace("UNIT", unit.replace('"', "")))
 
 
-def unit_ticker(unit: str) -> CompositeTicker | None:
+def unit_ticker(unit: str) -> CompositeTicker | BasicTicker:
     """Ticks for values in ``unit`` at round numbers of the unit :func:`unit_formatter` writes them in: for
-    seconds :func:`time_ticker`; None (bokeh's own 1-2-5 steps) for the others."""
-    return time_ticker() if unit == "s" else None
+    seconds :func:`time_ticker`, bokeh's own 1-2-5 steps for the others (a plot whose unit changes gets its
+    ticker back)."""
+    return time_ticker() if unit == "s" else BasicTicker()
 
 
 def time_ticker() -> CompositeTicker:

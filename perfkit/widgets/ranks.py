@@ -15,7 +15,7 @@ import panel as pn
 import param
 import xarray as xr
 
-from perfkit.plots.axes import unit_formatter
+from perfkit.plots.axes import unit_formatter, unit_ticker
 from perfkit.plots.palette import label, labelled_colours
 from perfkit.plots.profile import band_order, rank_table
 
@@ -159,5 +159,5 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=title).opts(
         color=by, cmap=labelled_colours(ds[by].values), line_width=0, alpha=0.9, tools=["hover"], show_legend=True,
         legend_position="right", show_grid=True, framewise=True, responsive=True, height=420, padding=(0, 0.05),
-        title="{label}", ylabel=ylabel, yformatter=unit_formatter(unit),
+        title="{label}", ylabel=ylabel, yformatter=unit_formatter(unit), yticks=unit_ticker(unit),
     )
