@@ -7,8 +7,9 @@ import shutil
 import subprocess
 
 import pytest
+from bokeh.models import AdaptiveTicker, BasicTicker, CompositeTicker
 
-from perfkit.plots.axes import unit_formatter
+from perfkit.plots.axes import time_ticker, unit_formatter, unit_ticker
 
 NODE = shutil.which("node")
 
@@ -41,3 +42,16 @@ def test_times_in_a_unit_that_fits():
 
 def test_counts_without_unit():
     assert labels("1", [0, 2e7]) == ["0", "20 M"]
+
+
+def test_time_axes_tick_at_round_numbers_of_their_unit():
+    ticker = time_ticker()
+    assert isinstance(ticker, CompositeTicker) and isinstance(unit_ticker("B"), BasicTicker)
+    assert isinstance(unit_ticker("s"), CompositeTicker)
+    seconds, minutes, hours = ticker.tickers
+    assert all(isinstance(t, AdaptiveTicker) for t in ticker.tickers)
+    steps = sorted(m * minutes.base ** k for m in minutes.mantissas for k in (0, 1)
+                   if minutes.min_interval <= m * minutes.base ** k <= minutes.max_interval)
+    assert steps == [30, 60, 120, 300, 600, 900, 1800]  # 0.5, 1, 2, 5, 10, 15, 30 min: no 20 s = 0.333 min
+    assert seconds.max_interval <= 20 and list(seconds.mantissas) == [1, 2, 5] and seconds.base == 10
+    assert hours.base == 3600 and hours.min_interval == 3600
