@@ -50,8 +50,8 @@ def test_time_axes_tick_at_round_numbers_of_their_unit():
     assert isinstance(unit_ticker("s"), CompositeTicker)
     seconds, minutes, hours = ticker.tickers
     assert all(isinstance(t, AdaptiveTicker) for t in ticker.tickers)
-    steps = sorted(m * minutes.base ** k for m in minutes.mantissas for k in (0, 1)
-                   if minutes.min_interval <= m * minutes.base ** k <= minutes.max_interval)
+    steps = sorted({m * minutes.base ** k for m in minutes.mantissas for k in (0, 1)
+                    if minutes.min_interval <= m * minutes.base ** k <= minutes.max_interval})
     assert steps == [30, 60, 120, 300, 600, 900, 1800]  # 0.5, 1, 2, 5, 10, 15, 30 min: no 20 s = 0.333 min
     assert seconds.max_interval <= 20 and list(seconds.mantissas) == [1, 2, 5] and seconds.base == 10
     assert hours.base == 3600 and hours.min_interval == 3600
