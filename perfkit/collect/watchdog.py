@@ -34,10 +34,15 @@ _POLL = 0.05  # [s]
 
 
 def marked(token: str) -> dict[int, int]:
-    """The processes carrying ``PERFKIT_COLLECT_RUN=token`` (zombies carry nothing): pid -> process group."""
+    """The processes carrying ``PERFKIT_COLLECT_RUN=token`` (zombies carry nothing): pid -> process group.
+    None without ``/proc`` (not Linux): collect then stops the launch's own process group only."""
     entry = f"{MARK}={token}".encode()
     found = {}
-    for name in os.listdir("/proc"):
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
         if not name.isdigit():
             continue
         try:
