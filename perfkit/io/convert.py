@@ -98,8 +98,8 @@ def convert(
 
     Files are read in parallel: on the active ``dask.distributed`` client when there is one, else
     in ``workers`` local processes (default: one per core for more than ``LOCAL_POOL_FROM`` files,
-    else this process; ``1``: this process). Each run
-    is written as soon as it is read, so memory holds a few runs at most, whatever their number;
+    else this process; ``1``: this process; the processes are kept for the next call of the same size
+    and end with this one). Each run is written as soon as it is read, so memory holds a few runs at most, whatever their number;
     open the result lazily with ``perfkit.load(output, chunks={...})``. The store holds what
     ``perfkit.open_runs`` on the same files returns (same layout, coordinates, warnings):
     the rank axis is the union of the runs' ranks, NaN outside each run's.
@@ -293,15 +293,38 @@ def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterato
             yield k, read_part(*call)
         return
     with ignored_by_children():  # the readers are started by the first submits; this process stops them
-        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+        pool = _local_pool(n)
         pending = {pool.submit(read_part, *call): k for k, call in enumerate(calls)}
-    with pool:
-        try:
-            for future in pool_completed(pending):
-                yield pending[future], future.result()
-        finally:
-            for future in pending:
-                future.cancel()
+    done = False
+    try:
+        for future in pool_completed(pending):
+            yield pending[future], future.result()
+        done = True
+    finally:
+        for future in pending:
+            future.cancel()
+        if not done:  # an error, or a stop: the readers are shut down (after the reads under way)
+            _drop_pool()
+
+
+#: The local pool of reader processes, (size, pool), kept for the next call: a reader starts an interpreter and
+#: imports perfkit (2 s of CPU here, 9 s on this 2-core machine under load), more than reading a large file.
+_POOL: list[tuple[int, ProcessPoolExecutor]] = []
+
+
+def _local_pool(n: int) -> ProcessPoolExecutor:
+    """The kept pool if it has ``n`` processes, else a new one (the old one shut down)."""
+    if _POOL and _POOL[0][0] == n:
+        return _POOL[0][1]
+    _drop_pool()
+    _POOL.append((n, ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))))
+    return _POOL[0][1]
+
+
+def _drop_pool() -> None:
+    """Shut the kept pool down (its processes end once their reads under way are done)."""
+    while _POOL:
+        _POOL.pop()[1].shutdown(wait=True, cancel_futures=True)
 
 
 def _progress(items: Iterable[Any], total: int, show: bool, desc: str, unit: str = "file") -> Iterator[Any]:
@@ -364,9 +387,14 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
         with dask.config.set(scheduler="threads", pool=pool):
             for start, parts, names in _progress(batches, len(batches), progress, "writing", "batch"):
                 some = {name: dims_of[name] for name in names}
-                block = xr.concat([_aligned(part, coords, some, dtypes, chunks) for part in parts], dim="run",
-                                  join="exact") if names else xr.Dataset()
-                block = block.chunk({dim: chunks[dim] for dim in block.dims})
+                if not names:  # every variable moved: only the pair tables' offsets
+                    block = xr.Dataset()
+                elif any(_is_lazy(part) for part in parts):
+                    block = xr.concat([_aligned(part, coords, some, dtypes, chunks) for part in parts], dim="run",
+                                      join="exact")
+                    block = block.chunk({dim: chunks[dim] for dim in block.dims})
+                else:  # small runs held in memory
+                    block = _filled(parts, coords, some, dtypes)
                 tables = _run_pairs(parts, coords, written) if pairs else xr.Dataset()
                 with deferred():
                     if pairs:  # the runs' pairs appended along nnz, their offsets written with the runs
@@ -457,11 +485,30 @@ def _batches(sources: Sequence[xr.Dataset], cells: dict[str, int],
                 yield start, batch, names
                 start, batch, size = position, [], 0
             names = run_names
-            batch.append(source.isel(run=slice(j, j + 1)))
+            batch.append(source if source.sizes["run"] == 1 else source.isel(run=slice(j, j + 1)))
             size += per_run
             position += 1
     if batch:
         yield start, batch, names
+
+
+def _filled(runs: Sequence[xr.Dataset], coords: dict[str, Any], dims_of: dict[str, tuple[str, ...]],
+            dtypes: dict[str, np.dtype]) -> xr.Dataset:
+    """In-memory one-run Datasets' ``dims_of`` variables on the union labels, stacked along ``run``, without
+    coordinates (NaN, or "" for text, where a run has none): numpy index arithmetic, one copy of each run."""
+    index = {dim: pd.Index(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}
+    out = {}
+    for name, dims in dims_of.items():
+        data = np.full((len(runs), *(len(index[dim]) for dim in dims[1:])), "" if name in TEXT_VARIABLES else np.nan,
+                       dtype=dtypes[name])
+        for k, run in enumerate(runs):
+            variables = run.variables  # not run[...]: no DataArray built
+            if name in variables:
+                at = [index[dim].get_indexer(variables[dim].values) if dim in variables
+                      else np.arange(run.sizes[dim]) for dim in dims[1:]]
+                data[np.ix_([k], *at)] = np.asarray(variables[name].values, dtype=dtypes[name])
+        out[name] = (dims, data)
+    return xr.Dataset(out)
 
 
 def _aligned(run: xr.Dataset, coords: dict[str, Any], dims_of: dict[str, tuple[str, ...]],

@@ -405,3 +405,20 @@ def test_sparse_runs_appended_to_a_store(tmp_path, sparse_files):
     back = perfkit.load(store)
     # values equal; the run without matrices in the dense store is not yet named in the warnings
     _same_traffic(back.assign_attrs(warnings=ref.attrs["warnings"]), ref)
+
+
+def test_the_local_pool_is_kept_for_the_next_call_and_shut_down_after_an_error(tmp_path, series):
+    from perfkit.io import convert
+
+    perfkit.convert(series[:2], tmp_path / "a.zarr", workers=2)
+    ((_, pool),) = convert._POOL
+    readers = {p.pid for p in pool._processes.values()}
+    store = perfkit.convert(series[2:4], tmp_path / "b.zarr", workers=2)
+    assert convert._POOL == [(2, pool)] and {p.pid for p in pool._processes.values()} == readers
+    xr.testing.assert_identical(perfkit.load(store), perfkit.open_runs(series[2:4]))
+    bad = tmp_path / "bad.mpinside"
+    bad.write_text("not a profile\n")
+    with pytest.raises(perfkit.PerfkitFormatError):
+        perfkit.convert([series[0], bad], tmp_path / "c.zarr", workers=2, format="mpinside")
+    assert convert._POOL == [] and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+                                           for pid in readers)
