@@ -227,10 +227,12 @@ def _expand(patterns: Sequence[str]) -> list[Path]:
     return [path for pattern in patterns for path in expand_paths(pattern)]
 
 
-def read_traffic_matrix(path: str | Path) -> Any:
+def read_traffic_matrix(path: str | Path, run: str | None = None) -> Any:
     """The traffic to place: a profile's ``traffic`` (MPInside with matrices, IPM; read with
-    ``perfkit.open_profile``) or bytes sender x receiver from a matrix file ``perfkit.open_matrix``
-    reads (CSV, npy/npz, MatrixMarket). ``ValueError`` saying why when the file holds no traffic."""
+    ``perfkit.open_profile``), one run of a store ``perfkit convert`` wrote (``run``: its label; needed
+    when the store holds several; read lazily), or bytes sender x receiver from a matrix file
+    ``perfkit.open_matrix`` reads (CSV, npy/npz, MatrixMarket). ``ValueError`` saying why when the
+    file holds no traffic or no such run."""
     import numpy as np
 
     from perfkit.errors import PerfkitFormatError
@@ -238,6 +240,12 @@ def read_traffic_matrix(path: str | Path) -> Any:
     from perfkit.io.open import open_profile
     from perfkit.io.registry import sniff_format
 
+    if Path(path).suffix in (".zarr", ".nc"):
+        from perfkit.commands.place import store_run
+
+        return store_run(path, run)
+    if run is not None:
+        raise ValueError(f"--run {run}: {path} holds one run; --run chooses a run of a store (*.zarr, *.nc)")
     try:
         fmt = sniff_format(path)
     except PerfkitFormatError as not_profile:
@@ -271,8 +279,11 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = strategies_epilog()
-    parser.add_argument("matrix", help="a profile with rank-to-rank traffic (MPInside with matrices, IPM) or a "
+    parser.add_argument("matrix", help="a profile with rank-to-rank traffic (MPInside with matrices, IPM), a store "
+                                       "'perfkit convert' wrote (*.zarr, *.nc; --run chooses the run) or a "
                                        "traffic matrix, sender x receiver bytes (.csv / .txt / .npy / .npz / .mtx)")
+    parser.add_argument("--run", dest="store_run", metavar="LABEL", default=None,
+                        help="the run of a store to place (default: its only run; 'perfkit info STORE' lists them)")
     parser.add_argument("--nodes", type=_number(int, 1), required=True, help="number of nodes")
     parser.add_argument("--ppn", type=_number(int, 1), required=True, help="cores (ranks) per node")
     parser.add_argument("--sockets", type=_number(int, 1), default=1, help="sockets per node (default 1)")
@@ -369,7 +380,7 @@ def _place_and_write(args: argparse.Namespace) -> int:
     topology = Topology(nodes=args.nodes, cores=args.ppn, sockets=args.sockets, switch_size=args.switch_size,
                         **described)
     hosts = read_hosts(args.hosts) if args.hosts else None
-    matrix = read_traffic_matrix(args.matrix)
+    matrix = read_traffic_matrix(args.matrix, args.store_run)
     placement = place(
         matrix, topology, strategy=args.strategy, seed=args.seed, balance=args.balance, timeout=args.timeout
     )

@@ -75,6 +75,27 @@ def test_place_reads_the_traffic_of_an_mpinside_profile(tmp_path: Path, capsys: 
     assert np.array_equal(read_launch(out, "rankfile", topology).slot, library.slot)
 
 
+def test_place_reads_one_run_of_a_store_as_it_reads_its_file(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A study converted to a store places its run as the run's own file does: the same launch file, byte for
+    byte (the store's traffic read lazily from its sparse pairs); without --run a store of several runs is
+    refused naming them, and --run on a single profile is refused."""
+    folder = DATA / "synthetic" / "384"
+    store = tmp_path / "study.zarr"
+    assert main(["convert", str(folder / "basic.mpinside"), str(folder / "slt.mpinside"), "-o", str(store)]) == 0
+    args = ["--nodes", "16", "--ppn", "24", "--format", "permutation"]
+    assert main(["place", str(folder / "slt.mpinside"), *args, "-o", str(tmp_path / "from_file")]) == 0
+    assert main(["place", str(store), "--run", "slt", *args, "-o", str(tmp_path / "from_store")]) == 0
+    assert (tmp_path / "from_store").read_bytes() == (tmp_path / "from_file").read_bytes()
+    capsys.readouterr()
+    assert main(["place", str(store), *args]) == 1
+    assert "holds 2 runs (basic, slt); choose the one to place with --run LABEL" in capsys.readouterr().err
+    assert main(["place", str(store), "--run", "nope", *args]) == 1
+    assert "has no run 'nope'" in capsys.readouterr().err
+    assert main(["place", str(folder / "slt.mpinside"), "--run", "slt", *args]) == 1
+    assert "holds one run" in capsys.readouterr().err
+
+
 def test_place_reads_an_ipm_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = next((DATA / "real" / "IPM" / "HPCCG-strong" / "16").glob("*.ipm.xml"))
     out = tmp_path / "hosts"

@@ -1,8 +1,12 @@
-"""What ``perfkit place --help`` says about each placement strategy."""
+"""``perfkit place``'s help on each placement strategy, and the run it places from a store."""
 
 from __future__ import annotations
 
 import textwrap
+from os import PathLike
+from pathlib import Path
+
+import xarray as xr
 
 from perfkit.placement.decision import MIN_GAIN
 from perfkit.placement.strategies import CORE_LEVEL_MAX_RANKS
@@ -31,3 +35,22 @@ def strategies_epilog(width: int = 100) -> str:
     lines += ["", "The cost summary against block goes to standard output, or to standard error when the launch",
               "file does (no -o)."]
     return "\n".join(lines)
+
+
+def store_run(path: str | PathLike, run: str | None) -> xr.Dataset:
+    """Run ``run`` (a label) of the store ``perfkit convert`` wrote at ``path``, read lazily, as a Dataset of one
+    run; ``run`` may be None only when the store holds one run. ``ValueError`` naming the runs otherwise, and
+    when the run has no rank-to-rank traffic."""
+    from perfkit.storage import load
+
+    ds = load(Path(path), chunks={})
+    labels = [str(r) for r in ds["run"].values]
+    if run is None and len(labels) != 1:
+        shown = ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
+        raise ValueError(f"{path} holds {len(labels)} runs ({shown}); choose the one to place with --run LABEL")
+    if run is not None and run not in labels:
+        raise ValueError(f"{path} has no run {run!r}; 'perfkit info {path}' lists its {len(labels)} runs")
+    one = ds.isel(run=[labels.index(run) if run is not None else 0])
+    if "traffic" not in one:
+        raise ValueError(f"{path} holds no rank-to-rank traffic; place needs runs converted with their matrices")
+    return one
