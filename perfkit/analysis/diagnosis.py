@@ -54,6 +54,10 @@ HIGH, MEDIUM = 0.10, 0.03
 WAIT_SHARE = 0.5
 #: A node whose fastest rank is this much slower than the typical node's fastest is a slow node.
 SLOW_NODE = 0.05
+#: A slow node's fastest rank stands off the line through the nodes' fastest ranks by this many times the
+#: scatter of the other nodes about it (``_scatter_without_each``): thousands of nodes whose floors vary by
+#: chance are not thousands of slow nodes.
+NODE_SCATTER = 5.0
 #: Nodes needed to tell a gradient of compute over the ranks from a slow node, and the pairs of nodes
 #: (at most) that estimate the gradient.
 MIN_NODES_FOR_TREND, TREND_PAIRS = 4, 200_000
@@ -303,7 +307,10 @@ def _node_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     nodes = by_node(ds, values=context.compute)
     beyond_trend = pd.concat([_floor_beyond_trend(one) for _, one in nodes.groupby("run", sort=False)]
                              ) if len(nodes) else pd.Series(dtype=np.float64)
-    slow = nodes[(nodes["floor_excess"] > SLOW_NODE) & (beyond_trend > SLOW_NODE) & (nodes["n_ranks"] > 1)]
+    scatter = pd.concat([_scatter_without_each(one) for _, one in beyond_trend.groupby(nodes["run"], sort=False)]
+                        ) if len(nodes) else pd.Series(dtype=np.float64)
+    slow = nodes[(nodes["floor_excess"] > SLOW_NODE) & (beyond_trend > SLOW_NODE) & (nodes["n_ranks"] > 1)
+                 & (beyond_trend > NODE_SCATTER * scatter.reindex(nodes.index))]
     rows = []
     for rec in slow.itertuples():
         ranks = fmt.ranks(range(int(rec.first_rank), int(rec.last_rank) + 1))
@@ -314,6 +321,27 @@ def _node_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
         rows.append(_row(str(rec.run), "slow_node", f"Slow node {int(rec.node)}", lead, details,
                          rec.max - rec.max / (1 + rec.floor_excess)))
     return rows
+
+
+def _scatter_without_each(beyond: pd.Series) -> pd.Series:
+    """The scatter of the other nodes about the line, for each node of a run: 1.4826 x the median of the
+    other nodes' absolute ``_floor_beyond_trend`` (the standard deviation, were the scatter normal and
+    centred on the line); 0 below 2 other nodes or when the others sit on the line, infinite excess
+    left as it is. Leaving the node out keeps a slow node among few from widening its own yardstick.
+    """
+    size = beyond.size
+    ordered = np.sort(np.abs(beyond.to_numpy(np.float64)))
+    place = np.empty(size, np.intp)
+    place[np.argsort(np.abs(beyond.to_numpy(np.float64)), kind="stable")] = np.arange(size)
+    others = size - 1
+    if others < 2 or not np.isfinite(ordered).all():
+        return pd.Series(0.0, index=beyond.index)
+
+    def kth(k: int) -> np.ndarray:  # the k-th smallest of the others, for each node left out
+        return ordered[np.where(k < place, k, k + 1)]
+
+    middle = kth(others // 2) if others % 2 else (kth(others // 2 - 1) + kth(others // 2)) / 2
+    return pd.Series(1.4826 * middle, index=beyond.index)
 
 
 def _floor_beyond_trend(nodes: pd.DataFrame) -> pd.Series:

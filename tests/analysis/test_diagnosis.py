@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import perfkit
-from perfkit.analysis.diagnosis import COLUMNS, _floor_beyond_trend, diagnose, format_ranks
+from perfkit.analysis.diagnosis import (
+    COLUMNS,
+    NODE_SCATTER,
+    _floor_beyond_trend,
+    _scatter_without_each,
+    diagnose,
+    format_ranks,
+)
 from perfkit.analysis.imbalance import by_node
 from perfkit.analysis.waits import breakdown, call_wait_share, wait_split
 from perfkit.text import seconds
@@ -215,3 +222,26 @@ def test_a_slow_node_stands_off_the_line_and_a_gradient_stays_on_it(n_nodes, bas
     excess = _floor_beyond_trend(raised)
     assert excess.iloc[k] == pytest.approx(factor - 1, rel=1e-6)
     assert np.allclose(excess.drop(k), 0, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(3, 60), seed=st.integers(0, 2**32 - 1))
+def test_the_scatter_without_each_node_is_that_of_the_others(size, seed):
+    beyond = pd.Series(np.random.default_rng(seed).normal(0, 0.1, size))
+    expected = [1.4826 * np.median(np.abs(beyond.drop(i))) for i in beyond.index]
+    np.testing.assert_allclose(_scatter_without_each(beyond), expected, rtol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), spread=st.floats(0.02, 0.2), slow=st.integers(0, 1023))
+def test_nodes_that_vary_by_chance_are_not_slow_but_one_far_off_is(seed, spread, slow):
+    """1,024 nodes whose fastest ranks scatter by chance (normal, ``spread`` of the line, cut at 4 ``spread``): with
+    a spread of 0.2 some 80% stand more than 5% off the line, yet none is 5 times the others' scatter off; one
+    node 8 ``spread`` off is."""
+    floors = 10.0 * (1 + spread * np.random.default_rng(seed).normal(0, 1, 1024).clip(-4, 4))
+    nodes = pd.DataFrame({"node": np.arange(1024), "min": floors})
+    beyond = _floor_beyond_trend(nodes)
+    assert not (beyond > NODE_SCATTER * _scatter_without_each(beyond)).any()
+    raised = nodes.assign(min=nodes["min"].where(nodes["node"] != slow, 10.0 * (1 + 8 * spread)))
+    beyond = _floor_beyond_trend(raised)
+    assert (beyond > NODE_SCATTER * _scatter_without_each(beyond)).tolist() == [n == slow for n in range(1024)]
