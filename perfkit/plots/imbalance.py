@@ -19,6 +19,7 @@ import pandas as pd
 import xarray as xr
 from pandas.io.formats.style import Styler
 
+from perfkit import text as fmt
 from perfkit.plots.palette import KIND_COLOURS, label, labelled_colours
 from perfkit.plots.profile import MAX_POINTS, stacked_ranks
 
@@ -64,16 +65,16 @@ def imbalance_bars(stats: xr.Dataset, run: str, *, stat: str = "imbalance_time")
 
 
 def findings_table(findings: pd.DataFrame) -> Styler:
-    """The findings of ``diagnose`` as an HTML table: seconds at stake [s] (ms), share of the run [%],
-    severity coloured, title and text wrapped and left-aligned."""
+    """The findings of ``diagnose`` as an HTML table: time at stake with its unit (``61 µs``, ``1.93 s``),
+    share of the run, severity coloured, title and text wrapped and left-aligned."""
     shown = pd.DataFrame({
         "run": findings["run"].astype(str), "severity": findings["severity"].astype(str),
-        "seconds": findings["seconds"].map(lambda v: f"{v:.3f}"),
-        "share [%]": (100 * findings["share"]).map(lambda v: f"{v:.1f}"),
+        "time at stake": findings["seconds"].map(fmt.seconds),
+        "share of the run": findings["share"].map(fmt.percent),
         "title": findings["title"].map(html.escape), "text": findings["text"].map(html.escape)})
     return (shown.style.hide(axis="index")
             .map(lambda v: f"background-color: {SEVERITY.get(v, '#ffffff')}", subset=["severity"])
-            .set_properties(**{"text-align": "right"}, subset=["seconds", "share [%]"])
+            .set_properties(**{"text-align": "right"}, subset=["time at stake", "share of the run"])
             .set_properties(**{"text-align": "left", "white-space": "normal"},
                             subset=["run", "severity", "title", "text"])
             .set_properties(**{"min-width": "14em", "max-width": "24em"}, subset=["title"])
@@ -105,11 +106,11 @@ def whatif_bars(result: xr.Dataset) -> hv.Layout:
 
 
 def _whatif_title(result: xr.Dataset) -> str:
-    """Scenario, elapsed before -> after [s] and speedup (with its interval) of each run."""
+    """Scenario, elapsed before -> after (with a unit) and speedup (with its interval) of each run."""
     lines = [f"what if: {result.attrs.get('scenario', '')}"]
     for run in result["run"].values:
         one = result.sel(run=run)
-        low, high = float(one["speedup_low"]), float(one["speedup_high"])
-        lines.append(f"{run}: elapsed {float(one['elapsed_before']):.3f} s -> {float(one['elapsed_after']):.3f} s, "
-                     f"speedup {float(one['speedup']):.3f} ({low:.3f}-{high:.3f})")
+        low, high = fmt.ratio(one["speedup_low"]), fmt.ratio(one["speedup_high"])
+        lines.append(f"{run}: elapsed {fmt.seconds(one['elapsed_before'])} -> {fmt.seconds(one['elapsed_after'])}, "
+                     f"speedup {fmt.ratio(one['speedup'])} ({low}-{high})")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from bokeh.models import BasicTicker, Legend, Plot, PrintfTickFormatter
 
 import perfkit
 import perfkit.accessor  # ds.perf
+from perfkit import text as fmt
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.models import fit_amdahl
 from perfkit.analysis.scaling import scaling
@@ -99,6 +100,9 @@ def test_findings_table_wraps_full_text_left_aligned(ninety_six):
     assert all(text in html.unescape(page) for text in found["text"])  # nothing cut
     assert "white-space: normal" in page and "text-align: left" in page
     assert re.search(r"<th[^>]*>title</th>", page) and re.search(r"<th[^>]*>text</th>", page)
+    shown = found.assign(time=found["seconds"].map(fmt.seconds), share=found["share"].map(fmt.percent))
+    assert all(f">{t}</td>" in page and f">{s}</td>" in page for t, s in zip(shown["time"], shown["share"]))
+    assert not re.search(r">\d+\.\d{3}</td>", page)  # no bare seconds with three decimals
 
 
 def test_whatif_chart_shows_the_change_and_the_elapsed_times(ninety_six):
@@ -110,7 +114,8 @@ def test_whatif_chart_shows_the_change_and_the_elapsed_times(ninety_six):
     assert drawn["transfer"] == pytest.approx(float(expected.sel(kind="transfer")))
     assert drawn["transfer"] < 0
     title = stacked.opts.get().kwargs["title"]
-    assert f"{float(result['elapsed_before'][0]):.3f} s -> {float(result['elapsed_after'][0]):.3f} s" in title
+    before, after = (fmt.seconds(result[k][0]) for k in ("elapsed_before", "elapsed_after"))
+    assert f"{before} -> {after}" in title and re.search(r"\d s -> \d", title)
     assert "np.float64" not in title
     fig = hv.render(stacked)
     assert any(isinstance(r, Legend) for r in fig.right) and not any(isinstance(r, Legend) for r in fig.center)
