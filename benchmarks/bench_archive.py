@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from timing import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -37,22 +36,14 @@ STEPS = ("open_runs", "convert", "load", "scaling", "pop_metrics", "imbalance", 
 RANK_CHUNK = 4096
 
 MEASURE = """
-import json, os, sys, threading, time
+import json, sys, time
 import perfkit
 from perfkit.placement.topology import Topology
-page = os.sysconf("SC_PAGE_SIZE")
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * page
+from timing import PeakRss
 step, files, store, place_run = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
 ppn, chunk = int(sys.argv[5]), int(sys.argv[6])
 ds = perfkit.load(store, chunks={"rank": chunk}) if step not in ("open_runs", "convert", "load") else None
-base, peak, done = rss(), [0], threading.Event()
-def sample():
-    while not done.wait(0.002):
-        peak[0] = max(peak[0], rss())
-sampler = threading.Thread(target=sample)
-sampler.start()
+memory = PeakRss().start()
 start = time.perf_counter()
 out = {}
 if step == "open_runs":
@@ -77,12 +68,10 @@ elif step == "place":
     out["inter_node_fraction"] = float(placement.cost().inter_node_fraction)
     out["ranks"] = nprocs
 seconds = time.perf_counter() - start
-done.set()
-sampler.join()
+memory.stop()
 if step == "open_runs":
     out["runs"] = out["runs"].sizes["run"]
-increase = (max(peak[0], rss()) - base) / 2**20
-out.update(step=step, wall_s=seconds, rss_before_mib=base / 2**20, peak_increase_mib=increase)
+out.update(step=step, wall_s=seconds, rss_before_mib=memory.base / 2**20, peak_increase_mib=memory.increase / 2**20)
 print(json.dumps(out))
 """
 
@@ -114,9 +103,7 @@ def folder_bytes(paths: list[Path]) -> int:
 
 def measure(step: str, files: list[str], store: Path, place_run: str, ppn: int) -> dict:
     """The numbers of ``MEASURE`` for ``step`` from a fresh process."""
-    command = [sys.executable, "-c", MEASURE, step, json.dumps(files), str(store), place_run, str(ppn), str(RANK_CHUNK)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_script(MEASURE, step, json.dumps(files), store, place_run, ppn, RANK_CHUNK)
 
 
 def table(summary: dict) -> str:

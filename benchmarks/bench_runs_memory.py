@@ -10,7 +10,11 @@ then ``pop_metrics`` and ``imbalance`` (or, in another process, ``diagnose``) un
 (threaded) scheduler, reporting the
 peak increase of resident memory over the process after the imports and the ``load`` (sampled
 every 2 ms), the process's peak (``ru_maxrss``, mostly the imports) and the peak of
-``tracemalloc`` (numpy's buffers are traced); the smallest increase of ``--repeats`` processes.
+``tracemalloc`` (numpy's buffers are traced); the smallest increase of ``--repeats`` processes
+(``timing.PeakRss``). The result itself (the findings table's deep size, or the two Datasets'
+bytes: ``result_mib``) must grow with the runs; the working memory, the increase minus the result,
+must not: ``working_increase_ratio_last_first`` is the flat quantity, ``result_mib_per_run`` the
+result's size per run.
 ``--perfkit DIR`` runs the analyses of another perfkit source tree (e.g. an older commit exported with ``git archive``).
 
 Run: ``nice -n 19 python benchmarks/bench_runs_memory.py [--runs 6 12 24 48] [--repeats 2]
@@ -21,12 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from timing import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "runs_memory.json"
@@ -35,38 +38,29 @@ RANKS, CHUNK = 16_384, 4_096
 ANALYSES = ("pop+imbalance", "diagnose")
 
 MEASURE = """
-import json, os, resource, sys, threading, tracemalloc
+import json, sys, tracemalloc
 import perfkit
 from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
-page = os.sysconf("SC_PAGE_SIZE")
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * page
+from timing import PeakRss
 ds = perfkit.load(sys.argv[1], chunks={"rank": int(sys.argv[2])})
-base, peak, done = rss(), [0], threading.Event()
-def sample():
-    while not done.wait(0.002):
-        peak[0] = max(peak[0], rss())
-sampler = threading.Thread(target=sample)
-sampler.start()
-tracemalloc.start()
-if sys.argv[3] == "diagnose":
-    found = diagnose(ds)
-    check = {"findings": len(found), "efficiency_findings": int((found["category"] == "efficiency").sum())}
-else:
-    pop, imb = pop_metrics(ds), imbalance(ds)
-    check = {"load_balance_mean": float(pop["load_balance"].mean()),
-             "max_over_mean_compute": float(imb["max_over_mean"].sel(function="Compute").mean())}
-traced = tracemalloc.get_traced_memory()[1]
-tracemalloc.stop()
-done.set()
-sampler.join()
+with PeakRss() as memory:
+    tracemalloc.start()
+    if sys.argv[3] == "diagnose":
+        found = diagnose(ds)
+        check = {"findings": len(found), "efficiency_findings": int((found["category"] == "efficiency").sum()),
+                 "result_mib": float(found.memory_usage(deep=True).sum()) / 2**20}
+    else:
+        pop, imb = pop_metrics(ds), imbalance(ds)
+        check = {"load_balance_mean": float(pop["load_balance"].mean()),
+                 "max_over_mean_compute": float(imb["max_over_mean"].sel(function="Compute").mean()),
+                 "result_mib": (pop.nbytes + imb.nbytes) / 2**20}
+    traced = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
 print(json.dumps({"analysis": sys.argv[3], "runs": ds.sizes["run"], "profile_chunks_run": max(ds["profile"].chunks[0]),
-                  "rss_before_mib": base / 2**20, "rss_increase_mib": (max(peak[0], rss()) - base) / 2**20,
-                  "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "traced_peak_mib": traced / 2**20, **check}))
+                  "rss_before_mib": memory.base / 2**20, "rss_increase_mib": memory.increase / 2**20,
+                  "ru_maxrss_mib": memory.maxrss / 2**20, "traced_peak_mib": traced / 2**20, **check}))
 """
 
 
@@ -107,10 +101,7 @@ def write_store(path: Path, n_runs: int) -> None:
 
 def measure(store: Path, analysis: str, perfkit_dir: Path | None) -> dict:
     """The numbers of ``MEASURE`` for ``analysis`` (``pop+imbalance`` or ``diagnose``) from a fresh process."""
-    env = {**os.environ, **({"PYTHONPATH": str(perfkit_dir)} if perfkit_dir else {})}
-    out = subprocess.run([sys.executable, "-c", MEASURE, str(store), str(CHUNK), analysis], check=True,
-                         capture_output=True, text=True, env=env)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_script(MEASURE, store, CHUNK, analysis, path=str(perfkit_dir) if perfkit_dir else None)
 
 
 def main() -> None:
@@ -140,7 +131,10 @@ def main() -> None:
         summary["analyses"][analysis] = {
             "results": rows, "ru_maxrss_ratio_last_first": last["ru_maxrss_mib"] / first["ru_maxrss_mib"],
             "rss_increase_ratio_last_first": last["rss_increase_mib"] / first["rss_increase_mib"],
-            "traced_peak_ratio_last_first": last["traced_peak_mib"] / first["traced_peak_mib"]}
+            "traced_peak_ratio_last_first": last["traced_peak_mib"] / first["traced_peak_mib"],
+            "working_increase_ratio_last_first": ((last["rss_increase_mib"] - last["result_mib"])
+                                                  / (first["rss_increase_mib"] - first["result_mib"])),
+            "result_mib_per_run": last["result_mib"] / last["runs"]}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps({name: {k: v for k, v in one.items() if k != "results"}

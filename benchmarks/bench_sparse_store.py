@@ -23,34 +23,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from timing import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "sparse_store.json"
 
 MEASURE = """
-import json, os, resource, sys, threading, time, warnings
+import json, sys, time, warnings
 from pathlib import Path
 import numpy as np
 import sparse
 import perfkit
 from perfkit import synthetic
 from perfkit.placement.topology import Topology
+from timing import PeakRss
 warnings.simplefilter("ignore", perfkit.PerfkitWarning)
-page = os.sysconf("SC_PAGE_SIZE")
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * page
 what, ranks, ppn, work = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
-base, peak, done = rss(), [0], threading.Event()
-def sample():
-    while not done.wait(0.002):
-        peak[0] = max(peak[0], rss())
-sampler = threading.Thread(target=sample)
-sampler.start()
+memory = PeakRss().start()
 def size(path):
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
 def six_partner_run():
@@ -88,21 +80,16 @@ else:
     placement = perfkit.place(ds, Topology(nodes=-(-ranks // ppn), cores=ppn), "scotch", timeout=3000)
     out.update(place_s=time.perf_counter() - start, route=placement.info.get("route"),
                inter_node_fraction=placement.cost().inter_node_fraction)
-done.set()
-sampler.join()
-top = max(peak[0], rss())
-out.update(peak_rss_mib=top / 2**20, rss_increase_mib=(top - base) / 2**20,
-           maxrss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           children_maxrss_mib=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+memory.stop()
+out.update(peak_rss_mib=memory.peak / 2**20, rss_increase_mib=memory.increase / 2**20,
+           maxrss_mib=memory.maxrss / 2**20, children_maxrss_mib=memory.children_maxrss / 2**20)
 print(json.dumps(out))
 """
 
 
 def measure(what: str, ranks: int, ppn: int, work: Path) -> dict:
     """One step in a fresh process (its JSON line)."""
-    done = subprocess.run([sys.executable, "-c", MEASURE, what, str(ranks), str(ppn), str(work)],
-                          capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_script(MEASURE, what, ranks, ppn, work)
 
 
 def main() -> None:

@@ -19,54 +19,43 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from timing import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "synthetic_scale.json"
 
 MEASURE = """
-import json, os, resource, sys, threading, time
+import json, sys, time
 import perfkit
 from perfkit import synthetic
 from perfkit.placement.topology import Topology
-page = os.sysconf("SC_PAGE_SIZE")
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * page
+from timing import PeakRss
 what, ranks, steps, ppn = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-base, peak, done = rss(), [0], threading.Event()
-def sample():
-    while not done.wait(0.002):
-        peak[0] = max(peak[0], rss())
-sampler = threading.Thread(target=sample)
-sampler.start()
-start, cpu = time.perf_counter(), time.process_time()
-run, _ = synthetic.generate_run(ranks, "slt", ppn=ppn, steps=steps)
-generated, generated_cpu = time.perf_counter() - start, time.process_time() - cpu
-out = {"ranks": ranks, "steps": steps, "generate_s": generated, "generate_cpu_s": generated_cpu,
-       "traffic_type": type(run["traffic"].data).__name__,
-       "traffic_nnz": int(getattr(run["traffic"].data, "nnz", 0)), "run_nbytes_mib": run.nbytes / 2**20}
-if what == "place":
+with PeakRss() as memory:
     start, cpu = time.perf_counter(), time.process_time()
-    placement = perfkit.place(run, Topology(nodes=-(-ranks // ppn), cores=ppn), "scotch", timeout=3000)
-    out.update(place_s=time.perf_counter() - start, place_cpu_s_this_process=time.process_time() - cpu,
-               route=placement.info.get("route"),
-               inter_node_fraction=placement.cost().inter_node_fraction,
-               mapping_process_peak_rss_mib=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
-done.set()
-sampler.join()
-out.update(what=what, rss_increase_mib=(max(peak[0], rss()) - base) / 2**20)
+    run, _ = synthetic.generate_run(ranks, "slt", ppn=ppn, steps=steps)
+    generated, generated_cpu = time.perf_counter() - start, time.process_time() - cpu
+    out = {"ranks": ranks, "steps": steps, "generate_s": generated, "generate_cpu_s": generated_cpu,
+           "traffic_type": type(run["traffic"].data).__name__,
+           "traffic_nnz": int(getattr(run["traffic"].data, "nnz", 0)), "run_nbytes_mib": run.nbytes / 2**20}
+    if what == "place":
+        start, cpu = time.perf_counter(), time.process_time()
+        placement = perfkit.place(run, Topology(nodes=-(-ranks // ppn), cores=ppn), "scotch", timeout=3000)
+        out.update(place_s=time.perf_counter() - start, place_cpu_s_this_process=time.process_time() - cpu,
+                   route=placement.info.get("route"),
+                   inter_node_fraction=placement.cost().inter_node_fraction)
+if what == "place":
+    out.update(mapping_process_peak_rss_mib=memory.children_maxrss / 2**20)
+out.update(what=what, rss_increase_mib=memory.increase / 2**20)
 print(json.dumps(out))
 """
 
 
 def measure(what: str, ranks: int, steps: int, ppn: int) -> dict:
     """The numbers of ``MEASURE`` from a fresh process."""
-    out = subprocess.run([sys.executable, "-c", MEASURE, what, str(ranks), str(steps), str(ppn)], check=True,
-                         capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_script(MEASURE, what, ranks, steps, ppn)
 
 
 def main() -> None:
