@@ -99,9 +99,9 @@ def convert(
     Files are read in parallel: on the active ``dask.distributed`` client when there is one, else
     in ``workers`` local processes (default: one per core for more than ``LOCAL_POOL_FROM`` files,
     else this process; ``1``: this process; the processes are kept for the next call of the same size
-    and end with this one). Each run is written as soon as it is read, so memory holds a few runs at most, whatever their number;
-    open the result lazily with ``perfkit.load(output, chunks={...})``. The store holds what
-    ``perfkit.open_runs`` on the same files returns (same layout, coordinates, warnings):
+    and end with this one). Each run is written as soon as it is read, so memory holds a few runs at
+    most, whatever their number; open the result lazily with ``perfkit.load(output, chunks={...})``.
+    The store holds what ``perfkit.open_runs`` on the same files returns (same layout, coordinates, warnings):
     the rank axis is the union of the runs' ranks, NaN outside each run's.
 
     ``append=True`` adds the runs to an existing zarr store (their labels must be new); the
@@ -193,7 +193,7 @@ def read_part(path: Path, format: str | None, meta: dict[str, Any], part: Path, 
 
     With ``errors`` other than ``"raise"`` a file that cannot be read gives a ``Refusal``.
     """
-    with _collected():
+    with _collected() as large:
         try:
             ds = open_profile(path, format, **meta)
         except (PerfkitFormatError, OSError) as exc:
@@ -202,6 +202,7 @@ def read_part(path: Path, format: str | None, meta: dict[str, Any], part: Path, 
             return Refusal(str(path), exc)
         if ds.nbytes <= SMALL_RUN:
             return ds
+        large.append(True)
         lazy = to_part(ds, part)
         del ds  # freed before the collection
     return lazy
@@ -227,22 +228,25 @@ def to_part(ds: xr.Dataset, part: Path) -> xr.Dataset:
 
 
 @contextmanager
-def _collected() -> Iterator[None]:
-    """Free what the block left (cycles included), then give the freed memory back to the operating
-    system (glibc keeps it otherwise), so that a worker reading run after run stays at the size of one
-    run. The objects alive before the block are frozen meanwhile (``gc.freeze``), so the collection
-    walks only the block's: a full one walks every object of the process (0.26 s after perfkit's
-    imports here, as long as parsing a 40,000-rank run)."""
+def _collected() -> Iterator[list[bool]]:
+    """Once something is appended to the list it gives, free what the block left (cycles included),
+    then give the freed memory back to the operating system (glibc keeps it otherwise), so that a
+    worker reading run after run stays at the size of one run. The objects alive before the block are
+    frozen meanwhile (``gc.freeze``), so the collection walks only the block's: a full one walks every
+    object of the process (0.26 s after perfkit's imports here, as long as parsing a 40,000-rank run)."""
     freeze = gc.get_freeze_count() == 0  # someone else's freeze is left alone
     if freeze:
         gc.freeze()
+    release: list[bool] = []
     try:
-        yield
+        yield release
     finally:
-        gc.collect()
+        if release:
+            gc.collect()
         if freeze:
             gc.unfreeze()
-        _release_memory()
+        if release:
+            _release_memory()
 
 
 def _release_memory() -> None:
@@ -279,11 +283,11 @@ def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterato
     if client is not None:
         from distributed import as_completed
 
-        futures = [client.submit(read_part, *call, pure=False) for call in calls]
+        futures = client.map(read_part, *(list(args) for args in zip(*calls)), pure=False)  # one message
         index = {future.key: k for k, future in enumerate(futures)}
-        try:
-            for future in as_completed(futures):
-                yield index[future.key], future.result()
+        try:  # results fetched as tasks end, not one round trip after another
+            for future, result in as_completed(futures, with_results=True):
+                yield index[future.key], result
         finally:
             client.cancel(futures)
         return
