@@ -48,7 +48,6 @@ from perfkit.widgets.callsites import callsite_tab, has_callsites
 from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
 from perfkit.widgets.findings import findings_list
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_pane, rank_state, view_stream
-from perfkit.widgets.scaling import scaling_panel
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
 
 #: Largest side of the traffic heatmap: bigger matrices are summed over square blocks of ranks.
@@ -73,7 +72,7 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     tabs = pn.Tabs(("per rank", rank_pane(profiles, state, totals, chosen, stream=stream)), sizing_mode="stretch_width")
     in_state = (state.param.run, state.param.ranks, state.param.selected)
     if has_scaling(ds):
-        _add_tab(tabs, "scaling", _once(lambda: scaling_panel(profiles)))
+        _add_tab(tabs, "scaling", _once(lambda: _scaling_panel(profiles)))
     pop = _once(lambda: pop_metrics(profiles))
     series = _once(lambda: efficiency_view(profiles, pop()))
     _add_tab(tabs, "efficiency",
@@ -104,6 +103,14 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     n_runs = ds.sizes["run"]
     title = pn.pane.Markdown(f"### perfkit explorer: {n_runs} run{'s' * (n_runs > 1)}")
     return pn.Column(title, *controls, selection_controls(profiles, state), tabs, sizing_mode="stretch_width")
+
+
+def _scaling_panel(ds: xr.Dataset) -> pn.Column:
+    """The scaling tab, imported when first shown: its model fits need scipy.stats, whose import (2.5 s
+    here) would otherwise delay the first plot."""
+    from perfkit.widgets.scaling import scaling_panel
+
+    return scaling_panel(ds)
 
 
 def has_scaling(ds: xr.Dataset) -> bool:
