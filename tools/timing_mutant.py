@@ -84,7 +84,9 @@ def run_one(name: str, select: str) -> bool:
     counts = summary(proc.stdout)
     failed = sorted(set(re.findall(r"^FAILED (\S+)", proc.stdout, re.M)))
     noise = re.findall(r"scheduling noise ([\d.]+) ms per step", proc.stdout)
-    ok = counts.get("failed", 0) == 0 if name == "none" else bool(failed)
+    # unmutated: pytest's status 0 (no failure, no error, something collected); a mutant: a test failed
+    ok = proc.returncode == 0 and counts.get("passed", 0) + counts.get("skipped", 0) > 0 if name == "none" \
+        else proc.returncode == 1 and bool(failed)
     verdict = ("passes" if ok else "FAILS") if name == "none" else ("caught" if ok else "NOT caught")
     print(f"{name:12s} {verdict:10s} passed {counts.get('passed', 0):3d}  failed {counts.get('failed', 0):3d}  "
           f"skipped {counts.get('skipped', 0):3d} ({len(noise)} for noise, up to "
