@@ -1,12 +1,14 @@
 """Outputs written all or nothing: a temporary beside the target, renamed over it at the end.
 
-A writer works on ``.NAME.perfkit-tmp-<pid>`` in the target's folder (same file system, so the
+A writer works on ``.NAME.perfkit-tmp-<host>-<pid>`` in the target's folder (same file system, so the
 final rename is atomic): the target is at every moment either the old file or store, untouched,
 or the complete new one. A file is put in place with ``os.replace``; a store (a folder) is
 swapped with the old one by ``renameat2(RENAME_EXCHANGE)`` (Linux), or, where the file system
-lacks it, the old one is first renamed to ``.NAME.perfkit-tmp-<pid>.old`` (``sweep`` puts it back
-if the writer dies before the new one is in place). Temporaries of a writer that was killed
-(its pid no longer runs on this machine) are removed by ``sweep`` on the next run.
+lacks it, the old one is first renamed to ``.NAME.perfkit-tmp-<host>-<pid>.old`` (``sweep`` puts it
+back if the writer dies before the new one is in place). Temporaries of a writer that was killed
+(written on this host, by a pid that no longer runs) are removed by ``sweep`` on the next run; those
+of another host (a folder shared by the nodes of a cluster) are never touched, since whether their
+writer still runs cannot be seen from here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -26,16 +29,18 @@ from pathlib import Path
 from perfkit.signals import deferred
 
 TAG = ".perfkit-tmp-"
-_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.perfkit-tmp-(?P<pid>\d+)(?P<old>\.old)?$")
+#: This host's name as temporaries carry it (characters other than letters, digits, '_', '.', '-' as '_').
+HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "localhost"
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.perfkit-tmp-(?:(?P<host>[A-Za-z0-9_.-]+)-)?(?P<pid>\d+)(?P<old>\.old)?$")
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
 def temporary(target: str | PathLike, part: str = "") -> Path:
-    """The temporary path of this process for ``target``: ``.NAME[.part].perfkit-tmp-<pid>`` beside it."""
+    """The temporary path of this process for ``target``: ``.NAME[.part].perfkit-tmp-<host>-<pid>`` beside it."""
     target = Path(target)
     name = f"{target.name}.{part}" if part else target.name
-    return target.parent / f".{name}{TAG}{os.getpid()}"
+    return target.parent / f".{name}{TAG}{HOST}-{os.getpid()}"
 
 
 def check_output(target: str | PathLike, *, overwrite: bool, inputs: Iterable[str | PathLike] = (),
@@ -135,7 +140,7 @@ def remove(path: Path, settle: float = 0.0, limit: float = 5.0) -> None:
 
 def left(folder: str | PathLike) -> list[Path]:
     """The temporaries of this process in ``folder`` (none once its writers are done or stopped)."""
-    return sorted(Path(folder).glob(f".*{TAG}{os.getpid()}*"))
+    return sorted(Path(folder).glob(f".*{TAG}{HOST}-{os.getpid()}*"))
 
 
 @contextmanager
@@ -176,7 +181,8 @@ def _alive(pid: int) -> bool:
 
 
 def stale(folder: str | PathLike) -> list[Path]:
-    """The temporaries in ``folder`` left by perfkit writers that are no longer running (killed)."""
+    """The temporaries in ``folder`` left by perfkit writers of this host that are no longer running (killed);
+    a name without a host (written before names carried one) counts as this host's."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -184,7 +190,8 @@ def stale(folder: str | PathLike) -> list[Path]:
     found = []
     for entry in entries:
         match = _TEMPORARY.match(entry.name)
-        if match and int(match["pid"]) != os.getpid() and not _alive(int(match["pid"])):
+        if (match and match["host"] in (HOST, None) and int(match["pid"]) != os.getpid()
+                and not _alive(int(match["pid"]))):
             found.append(Path(entry.path))
     return sorted(found)
 

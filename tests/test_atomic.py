@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -26,9 +27,10 @@ def store(path, value: str) -> None:
     (path / "data").write_text(value)
 
 
-def test_temporary_names_carry_the_pid_beside_the_target(tmp_path):
-    assert atomic.temporary(tmp_path / "a.zarr") == tmp_path / f".a.zarr.perfkit-tmp-{os.getpid()}"
-    assert atomic.temporary(tmp_path / "a.zarr", "parts").name == f".a.zarr.parts.perfkit-tmp-{os.getpid()}"
+def test_temporary_names_carry_the_host_and_pid_beside_the_target(tmp_path):
+    host = socket.gethostname()
+    assert atomic.temporary(tmp_path / "a.zarr") == tmp_path / f".a.zarr.perfkit-tmp-{host}-{os.getpid()}"
+    assert atomic.temporary(tmp_path / "a.zarr", "parts").name == f".a.zarr.parts.perfkit-tmp-{host}-{os.getpid()}"
 
 
 def test_write_text_replaces_or_leaves_the_file(tmp_path, monkeypatch):
@@ -59,18 +61,21 @@ def test_a_store_replaces_a_store(tmp_path, monkeypatch, exchange):
 
 
 def test_sweep_removes_what_dead_writers_left_and_restores_a_store_moved_aside(tmp_path):
-    dead = dead_pid()
-    store(tmp_path / f".a.zarr.perfkit-tmp-{dead}", "half")
-    (tmp_path / f".a.zarr.parts.perfkit-tmp-{dead}").mkdir()
-    (tmp_path / f".rankfile.perfkit-tmp-{dead}").write_text("half")
-    store(tmp_path / f".b.zarr.perfkit-tmp-{dead}.old", "b's old store")  # died between the two renames
-    live = [tmp_path / f".c.zarr.perfkit-tmp-{os.getpid()}", tmp_path / f".d.zarr.perfkit-tmp-{os.getppid()}"]
+    dead, host = dead_pid(), atomic.HOST
+    store(tmp_path / f".a.zarr.perfkit-tmp-{host}-{dead}", "half")
+    (tmp_path / f".a.zarr.parts.perfkit-tmp-{host}-{dead}").mkdir()
+    (tmp_path / f".rankfile.perfkit-tmp-{dead}").write_text("half")  # a name from before names carried the host
+    store(tmp_path / f".b.zarr.perfkit-tmp-{host}-{dead}.old", "b's old store")  # died between the two renames
+    live = [atomic.temporary(tmp_path / "c.zarr"), tmp_path / f".d.zarr.perfkit-tmp-{host}-{os.getppid()}"]
     for path in live:
         path.mkdir()
     (tmp_path / ".e.zarr.perfkit-tmp-x").mkdir()  # not a pid: not perfkit's
+    # another node writing into a shared folder: its pid means nothing here, so its work is never removed
+    elsewhere = tmp_path / f".f.zarr.perfkit-tmp-{host}x.other-node-{dead}"
+    elsewhere.mkdir()
     removed = atomic.sweep(tmp_path)
     assert len(removed) == 4
-    kept = ["b.zarr", ".e.zarr.perfkit-tmp-x", *(p.name for p in live)]
+    kept = ["b.zarr", ".e.zarr.perfkit-tmp-x", elsewhere.name, *(p.name for p in live)]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
     assert (tmp_path / "b.zarr" / "data").read_text() == "b's old store"
 

@@ -97,9 +97,9 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
             variables |= {"PERFKIT_COLLECT_TRACE": str(archive), "PERFKIT_COLLECT_TRACE_BUFFER_MB": f"{trace_buffer:g}"}
         command, extra = with_environment(launch, variables)
         start = time.perf_counter()
-        returncode = _run(command, {**os.environ, **(env or {}), **extra}, cwd, timeout)
+        returncode, timed_out = _run(command, {**os.environ, **(env or {}), **extra}, cwd, timeout)
         seconds = time.perf_counter() - start
-        if returncode == TIMED_OUT and not raw.exists():
+        if timed_out and not raw.exists():
             return CollectResult(returncode, None, f"the launch was stopped after {timeout:g} s; "
                                                    f"{_not_written(output, earlier)}", seconds)
         if not raw.exists():
@@ -190,9 +190,12 @@ def _clock_text(ds, nodes: int, synchronised: bool) -> str:
             f"truth), drift over the run {drift:.3g} s")
 
 
-def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None, timeout: float | None) -> int:
+def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None,
+         timeout: float | None) -> tuple[int, bool]:
     """Run in a session of its own, watched: a timeout, an interrupt or the end of this process, however it
-    comes, stops everything the launch started (``perfkit.collect.watchdog``)."""
+    comes, stops everything the launch started (``perfkit.collect.watchdog``). Returns the exit status
+    (``TIMED_OUT`` when stopped after ``timeout`` s) and whether the timeout stopped it: a program may exit
+    with status 124 of its own."""
     with Watchdog() as watchdog:
         try:
             proc = subprocess.Popen(command, env={**env, **watchdog.environment}, cwd=cwd, start_new_session=True)
@@ -204,12 +207,12 @@ def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None,
             returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _stop(watchdog, proc)
-            return TIMED_OUT
+            return TIMED_OUT, True
         except BaseException:
             _stop(watchdog, proc)
             raise
         watchdog.ended()
-        return returncode
+        return returncode, False
 
 
 def _stop(watchdog: Watchdog, proc: subprocess.Popen) -> None:

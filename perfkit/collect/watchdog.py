@@ -35,31 +35,63 @@ _POLL = 0.05  # [s]
 
 def marked(token: str) -> dict[int, int]:
     """The processes carrying ``PERFKIT_COLLECT_RUN=token`` (zombies carry nothing): pid -> process group.
-    None without ``/proc`` (not Linux): collect then stops the launch's own process group only."""
-    entry = f"{MARK}={token}".encode()
+    Empty without ``/proc`` (not Linux): collect then stops the launch's own process group only."""
     found = {}
     try:
         names = os.listdir("/proc")
     except OSError:
         return found
     for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                if entry not in fh.read().split(b"\0"):
-                    continue
-            found[int(name)] = os.getpgid(int(name))
-        except OSError:  # ended meanwhile, or another user's
-            continue
+        if name.isdigit() and _carries(int(name), token):
+            try:
+                found[int(name)] = os.getpgid(int(name))
+            except OSError:  # ended meanwhile
+                continue
     return found
+
+
+def _carries(pid: int, token: str) -> bool:
+    """Whether process ``pid`` carries the mark ``token`` in its environment."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return f"{MARK}={token}".encode() in fh.read().split(b"\0")
+    except OSError:  # ended meanwhile, or another user's
+        return False
+
+
+def _signal(pid: int, group: int, token: str, sig: signal.Signals) -> None:
+    """Send ``sig`` to marked process ``pid`` and its process group, through a pidfd: the process is held
+    first and its mark read again, so a pid that ended and was reused since the look is never signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # ended meanwhile (or a kernel without pidfds: the mark read just before must do)
+        fd = None
+        if not _carries(pid, token):
+            return
+    try:
+        if fd is not None and not _carries(pid, token):
+            return
+        try:
+            os.killpg(group, sig)
+        except OSError:
+            pass
+        try:
+            if fd is None:
+                os.kill(pid, sig)
+            else:
+                signal.pidfd_send_signal(fd, sig)
+        except OSError:  # ended meanwhile
+            pass
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def stop(token: str, grace: float = GRACE, settle: float = 0.0) -> int:
     """Stop every process marked with ``token``: SIGTERM to each and its process group, SIGKILL after ``grace``
     seconds to what is left; return once none is found (and none for ``settle`` s more), or when SIGKILL has
     not ended them within ``grace`` s more. Returns how many marked processes remain (0: all ended)."""
-    start = time.monotonic()
+    start = last_term = time.monotonic()
     quiet = None
     termed: dict[int, float] = {}  # pid -> when it was sent SIGTERM [s]
     killed: set[int] = set()
@@ -72,21 +104,18 @@ def stop(token: str, grace: float = GRACE, settle: float = 0.0) -> int:
                 return 0
         else:
             quiet = None
-        if now - start > 2 * grace + settle:
+        if now - max(start + settle, last_term) > 2 * grace:  # the last SIGTERM's SIGKILL had its grace too
             return len(found)
         for pid, group in found.items():
             if pid not in termed:
                 sig, termed[pid] = signal.SIGTERM, now
+                last_term = now
             elif pid not in killed and now - termed[pid] >= grace:
                 sig = signal.SIGKILL
                 killed.add(pid)
             else:
                 continue
-            for send, target in ((os.killpg, group), (os.kill, pid)):
-                try:
-                    send(target, sig)
-                except OSError:
-                    pass
+            _signal(pid, group, token, sig)
         time.sleep(_POLL)
 
 
@@ -118,7 +147,11 @@ class Watchdog:
 
     def _say(self, word: str) -> None:
         if self._pipe >= 0:
-            os.write(self._pipe, word.encode() + b"\n")
+            try:
+                os.write(self._pipe, word.encode() + b"\n")
+            except BrokenPipeError:  # the watchdog is gone (killed): the launch is still collect's to stop
+                os.close(self._pipe)
+                self._pipe = -1
 
     def started(self) -> None:
         """The launch runs: from now on it carries the mark."""
@@ -152,7 +185,8 @@ class Watchdog:
 
 def _watch(token: str, grace: float) -> int:
     """In the watchdog process: wait for the pipe on stdin to end, then stop what collect left running."""
-    for sig in (signal.SIGINT, signal.SIGHUP):  # not this process's to stop: collect ends it by closing the pipe
+    # not this process's to stop (a Ctrl-C, a hang-up, `pkill -f perfkit`): collect ends it by closing the pipe
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     said = set()
     for line in sys.stdin.buffer:

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import perfkit
+from perfkit import atomic
 from perfkit.collect.launch import mpirun_command
 
 SCRIPT = Path(sys.executable).with_name("perfkit")
@@ -247,7 +248,7 @@ def test_sigkill_after_the_launch_leaves_nothing_running_and_the_next_run_cleans
     assert proc.wait(timeout=60) == -signal.SIGKILL
     assert not runs.gone(mark, killed), runs.err()
     left = temporaries(folder)
-    assert [p.name for p in left] == [f".run.mpinside.collect.perfkit-tmp-{proc.pid}"]
+    assert [p.name for p in left] == [f".run.mpinside.collect.perfkit-tmp-{atomic.HOST}-{proc.pid}"]
     proc, mark = runs.start()
     runs.until_launched(proc, mark)
     proc.send_signal(signal.SIGHUP)

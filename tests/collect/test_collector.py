@@ -17,6 +17,7 @@ import sparse
 import xarray as xr
 
 import perfkit
+from perfkit import atomic
 from perfkit.cli import main
 from perfkit.collect import collect
 from perfkit.collect.generate import c_source, fortran_source, function_ids
@@ -266,18 +267,20 @@ def test_a_failed_run_leaves_the_earlier_out_as_it_was_and_says_so(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     result = collect(["sh", "-c", "exit 3"], tmp_path / "new.mpinside")
     assert result.message.endswith(f"no profile written to {tmp_path / 'new.mpinside'}")
+    result = collect(["sh", "-c", "exit 124"], tmp_path / "new.mpinside")  # the timeout's status, without a timeout
+    assert result.returncode == 124 and "exit status 124" in result.message and "stopped after" not in result.message
 
 
 @needs_mpi
 def test_temporaries_of_a_killed_collect_are_removed_by_the_next_one_which_says_so(tmp_path, capsys):
     ended = subprocess.Popen(["true"])
     ended.wait()  # its pid runs no more: the owner of the temporaries below was killed
-    folder = tmp_path / f".run.mpinside.collect.perfkit-tmp-{ended.pid}"
+    folder = tmp_path / f".run.mpinside.collect.perfkit-tmp-{atomic.HOST}-{ended.pid}"
     folder.mkdir()
     (folder / "raw").write_bytes(b"half a raw file")
-    half = tmp_path / f".run.mpinside.perfkit-tmp-{ended.pid}"
+    half = tmp_path / f".run.mpinside.perfkit-tmp-{atomic.HOST}-{ended.pid}"
     half.write_text("half a profile")
-    running = tmp_path / f".run.mpinside.collect.perfkit-tmp-{os.getppid()}"  # its owner still runs: kept
+    running = tmp_path / f".run.mpinside.collect.perfkit-tmp-{atomic.HOST}-{os.getppid()}"  # owner runs: kept
     running.mkdir()
     assert main(["collect", "-o", str(tmp_path / "run.mpinside"), "--", "sh", "-c", "exit 0"]) == 1
     err = capsys.readouterr().err.splitlines()

@@ -124,3 +124,22 @@ def test_the_mark_is_not_given_to_the_watchdog(monkeypatch):
         environ = Path(f"/proc/{dog.proc.pid}/environ").read_bytes().split(b"\0")
         dog.ended()
     assert not [entry for entry in environ if entry.startswith(MARK.encode())]
+
+
+def test_the_watchdog_outlives_a_sigterm_and_a_killed_watchdog_costs_collect_nothing(tmp_path):
+    """``pkill -f perfkit`` reaches the watchdog too: it ignores SIGTERM (its pipe ends it). If it was killed
+    anyway, saying the launch ended must not raise (collect would lose the finished run's data)."""
+    dog = Watchdog(grace=1.0)
+    dog.started()
+    status = Path(f"/proc/{dog.proc.pid}/status")
+    deadline = time.monotonic() + 30
+    while not int(next(line for line in status.read_text().splitlines() if line.startswith("SigIgn:")).split()[1],
+                  16) & (1 << (signal.SIGTERM - 1)):  # its Python has started and set its signals
+        assert time.monotonic() < deadline, "the watchdog did not start"
+        time.sleep(0.01)
+    dog.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert dog.proc.poll() is None  # still watching
+    dog.proc.kill()
+    dog.proc.wait()
+    dog.ended()  # a broken pipe: nothing to say to, nothing raised
