@@ -70,11 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except KeyboardInterrupt:
+        signals.ignore_further()
         print("perfkit: stopped by SIGINT", file=sys.stderr)
         return signals.status("SIGINT")
     try:
         return args.run(args)
     except KeyboardInterrupt:
+        signals.ignore_further()
         print(f"perfkit {args.command}: stopped by SIGINT", file=sys.stderr)
         return signals.status("SIGINT")
     except FileNotFoundError as exc:
@@ -283,7 +285,8 @@ def _configure_place(parser: argparse.ArgumentParser) -> Runner:
                                        "'perfkit convert' wrote (*.zarr, *.nc; --run chooses the run) or a "
                                        "traffic matrix, sender x receiver bytes (.csv / .txt / .npy / .npz / .mtx)")
     parser.add_argument("--run", dest="store_run", metavar="LABEL", default=None,
-                        help="the run of a store to place (default: its only run; 'perfkit info STORE' lists them)")
+                        help="the run of a store to place (default: its only run; without it a store of several "
+                             "runs is refused, naming them)")
     parser.add_argument("--nodes", type=_number(int, 1), required=True, help="number of nodes")
     parser.add_argument("--ppn", type=_number(int, 1), required=True, help="cores (ranks) per node")
     parser.add_argument("--sockets", type=_number(int, 1), default=1, help="sockets per node (default 1)")

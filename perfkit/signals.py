@@ -92,11 +92,15 @@ def quiet_start() -> None:
     status 130 instead of a traceback. Called when this module is imported, first thing in ``import perfkit``;
     a no-op in any other
     process (a notebook, a test), whose SIGINT handling is left alone. ``perfkit.cli.main`` takes over."""
-    main = sys.modules.get("__main__")
-    if os.path.basename(getattr(main, "__file__", None) or "") != "perfkit" or not _is_main_thread():
+    if not _is_command() or not _is_main_thread():
         return
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _stopped_while_starting)
+
+
+def _is_command() -> bool:
+    """Whether this process is the ``perfkit`` console script (not a notebook, a test or a library user)."""
+    return os.path.basename(getattr(sys.modules.get("__main__"), "__file__", None) or "") == "perfkit"
 
 
 def _is_main_thread() -> bool:
@@ -113,6 +117,15 @@ def started() -> None:
     """The command line runs: SIGINT is a ``KeyboardInterrupt`` again (``perfkit.cli.main`` reports it)."""
     if _is_main_thread() and signal.getsignal(signal.SIGINT) is _stopped_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def ignore_further() -> None:
+    """Stopped by a signal: the ones that follow (a second Ctrl-C) are ignored while the command says so and
+    exits, so it ends with its status, not killed by SIGINT at Python's shutdown. Only in the ``perfkit``
+    command's main thread: a process that called ``perfkit.cli.main`` keeps its own handling."""
+    if _is_command() and _is_main_thread():
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def status(name: str) -> int:

@@ -91,7 +91,7 @@ def test_place_reads_one_run_of_a_store_as_it_reads_its_file(tmp_path: Path,
     assert main(["place", str(store), *args]) == 1
     assert "holds 2 runs (basic, slt); choose the one to place with --run LABEL" in capsys.readouterr().err
     assert main(["place", str(store), "--run", "nope", *args]) == 1
-    assert "has no run 'nope'" in capsys.readouterr().err
+    assert "has no run 'nope'; its runs: basic, slt" in capsys.readouterr().err
     assert main(["place", str(folder / "slt.mpinside"), "--run", "slt", *args]) == 1
     assert "holds one run" in capsys.readouterr().err
 

@@ -45,11 +45,11 @@ def store_run(path: str | PathLike, run: str | None) -> xr.Dataset:
 
     ds = load(Path(path), chunks={})
     labels = [str(r) for r in ds["run"].values]
+    shown = ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
     if run is None and len(labels) != 1:
-        shown = ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
         raise ValueError(f"{path} holds {len(labels)} runs ({shown}); choose the one to place with --run LABEL")
     if run is not None and run not in labels:
-        raise ValueError(f"{path} has no run {run!r}; 'perfkit info {path}' lists its {len(labels)} runs")
+        raise ValueError(f"{path} has no run {run!r}; its runs: {shown}")
     one = ds.isel(run=[labels.index(run) if run is not None else 0])
     if "traffic" not in one:
         raise ValueError(f"{path} holds no rank-to-rank traffic; place needs runs converted with their matrices")
