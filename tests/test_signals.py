@@ -70,8 +70,11 @@ def test_ctrl_c_while_perfkit_starts_ends_it_in_one_line_with_status_130() -> No
     python = _seconds([sys.executable, "-c", "pass"])  # the interpreter's own start: before perfkit is imported
     whole = _seconds(command)
     rng = random.Random(130)
-    stopped = 0
-    for _ in range(6):
+    stopped = tries = 0
+    while stopped < 3:  # until three signals came while it started or ran (the machine's load moves the window)
+        tries += 1
+        assert tries <= 20, f"only {stopped} of 20 signals came before perfkit info ended"
+        started = time.monotonic()
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         delay = rng.uniform(python, whole)
         time.sleep(delay)
@@ -80,14 +83,14 @@ def test_ctrl_c_while_perfkit_starts_ends_it_in_one_line_with_status_130() -> No
             time.sleep(rng.uniform(0.0, 0.05))
         out, err = child.communicate(timeout=600)
         assert "Traceback" not in err, err
-        if child.returncode == -signal.SIGINT and not err:  # after its work, while Python shut down
+        if child.returncode in (0, -signal.SIGINT) and not err:  # it had done its work: aim earlier next time
             assert out.rstrip().endswith(("p2p_sent_share", "warnings")) or "variables:" in out, out[-300:]
-        elif child.returncode != 0:
+            whole = max(python, min(whole, 0.9 * (time.monotonic() - started)))
+        else:
             assert child.returncode == 130 and len(err.strip().splitlines()) == 1, (child.returncode, err, delay,
                                                                                     python, whole, out[-200:])
             assert err.startswith("perfkit") and "stopped by SIGINT" in err
             stopped += 1
-    assert stopped >= 3  # most signals came while it started or ran
 
 
 MASK_PROBE = """
