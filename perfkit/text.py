@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -177,6 +177,12 @@ def ranks(values: Iterable[int], limit: int = 6) -> str:
     """``rank 3`` or ``ranks 0-3, 7``: the noun agreeing with how many ranks there are."""
     values = np.unique(np.asarray(list(values), dtype=np.int64))
     return f"{'rank' if values.size == 1 else 'ranks'} {rank_ranges(values, limit)}"
+
+
+def names(values: Sequence[str], limit: int) -> str:
+    """The first ``limit`` of ``values`` joined by commas, and how many more: ``a, b and 3 more``."""
+    more = len(values) - limit
+    return ", ".join(values[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
 def sentences(*parts: str) -> str:

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from perfkit import text as fmt
 from perfkit.analysis.cube import by_run_chunks, evaluate, over_ranks, per_rank, run_coords, with_loaded_coords
 from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, lazy_breakdown
 
@@ -234,10 +235,9 @@ def _network_source(estimated: list[str], nranks: int) -> tuple[str, str]:
     if not estimated:
         return "measured", (f"{ideal}; waits measured (late sender and collective wait); waits for a partner's "
                             "transfer are kept, so transfer efficiency is an upper bound")
-    names = ", ".join(estimated[:4]) + (f" and {len(estimated) - 4} more" if len(estimated) > 4 else "")
-    return "modelled", (f"{ideal}; waits of {names} estimated by the wait split (the fastest rank's per-call "
-                        "time taken as transfer, the rest as wait); measure them with `perfkit collect --slt` "
-                        "or MPInside's slt and collective_wait modes")
+    return "modelled", (f"{ideal}; waits of {fmt.names(estimated, 4)} estimated by the wait split (the fastest "
+                        "rank's per-call time taken as transfer, the rest as wait); measure them with "
+                        "`perfkit collect --slt` or MPInside's slt and collective_wait modes")
 
 
 def _stated_parallel_efficiency(ds: xr.Dataset, i: int, elapsed: float) -> float:

@@ -42,10 +42,11 @@ def store_run(path: str | PathLike, run: str | None) -> xr.Dataset:
     run; ``run`` may be None only when the store holds one run. ``ValueError`` naming the runs otherwise, and
     when the run has no rank-to-rank traffic."""
     from perfkit.storage import load
+    from perfkit.text import names
 
     ds = load(Path(path), chunks={})
     labels = [str(r) for r in ds["run"].values]
-    shown = ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
+    shown = names(labels, 8)
     if run is None and len(labels) != 1:
         raise ValueError(f"{path} holds {len(labels)} runs ({shown}); choose the one to place with --run LABEL")
     if run is not None and run not in labels:
