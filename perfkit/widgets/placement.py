@@ -467,6 +467,7 @@ class PlacementView:
         self._current_ok = False
         self._settled = threading.Event()
         self._answered = 0  # the last job generation that has shown something
+        self._completed = 0  # the last job generation whose whole result (with its prediction) has been shown
         self._doc = pn.state.curdoc
         self.controls = self._controls()
         self.progress = pn.indicators.Progress(value=-1, active=False, visible=False, width=160, margin=(14, 10))
@@ -601,7 +602,7 @@ class PlacementView:
                 cache = self._caches.setdefault(run, OrderedDict())
                 shown = compute_result(self._runs[run], topology, strategy, timeout=timeout, cache=cache,
                                        predict=False)
-                self._schedule(partial(self._finish, generation, shown))  # the what-if line follows
+                self._schedule(partial(self._finish, generation, shown, final=False))  # the what-if line follows
                 outcome = with_prediction(self._runs[run], shown, link_rate, self.rerun(run, strategy))
                 results[key] = outcome
                 while len(results) > CACHE_SIZE:
@@ -635,12 +636,17 @@ class PlacementView:
         else:
             callback()
 
-    def _finish(self, generation: int, outcome: PlacementResult | Exception) -> None:
+    def _finish(self, generation: int, outcome: PlacementResult | Exception, final: bool = True) -> None:
+        """Show job ``generation``'s ``outcome``; ``final=False``: the map before its prediction. Callbacks
+        scheduled from the job's thread may run out of order: a map arriving after its whole result is dropped."""
         with self._lock:
-            stale = generation != self._generation
+            stale = generation != self._generation or (not final and generation == self._completed)
+            if not stale:
+                self._answered = generation
+                if final:
+                    self._completed = generation
         if stale:
             return
-        self._answered = generation
         with self._hold():
             if isinstance(outcome, Exception):
                 self._show_error(outcome)

@@ -276,6 +276,23 @@ def test_stale_and_cancelled_results_are_discarded(run96, monkeypatch):
     assert view.result.placed.strategy == "round_robin"
 
 
+def test_a_map_arriving_after_its_prediction_is_dropped(run96, monkeypatch):
+    """Callbacks scheduled from the job's thread reached a served page in reverse order under load: the map
+    without its prediction must not replace the whole result shown before it."""
+    view = placement_view(run96, link_rate="1gbit")
+    view.wait()
+    queued = []
+    monkeypatch.setattr(view, "_schedule", queued.append)
+    view.state.strategy = "round_robin"
+    finishes = lambda: [c for c in queued if c.func.__name__ == "_finish"]  # noqa: E731
+    wait_for(lambda: len(finishes()) == 2)
+    for callback in reversed(finishes()):
+        callback()
+    assert view.result.placed.strategy == "round_robin" and view.result.prediction is not None
+    assert view.forecast.visible and view.prediction.object.startswith("**Predicted elapsed time** placed by")
+    assert view._settled.is_set() and not view.progress.visible
+
+
 def test_dataset_without_traffic_is_refused(run96):
     with pytest.raises(ValueError, match="no 'traffic'"):
         placement_view(run96.drop_vars("traffic"))
