@@ -507,7 +507,6 @@ def _collect(args: argparse.Namespace) -> int:
         print("perfkit collect: --trace-buffer needs --trace", file=sys.stderr)
         return 2
     output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
     _check_outputs([(output, False)], args.force, launch_files(launch))  # before the launch, not after the run
     check_outputs(output, launch, overwrite=args.force, trace=args.trace)
     with warnings.catch_warnings():  # the temporaries are swept and reported by _check_outputs

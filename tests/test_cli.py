@@ -284,6 +284,19 @@ def test_convert_checks_its_output_before_reading(output, said, tmp_path, capsys
     assert (tmp_path / "folder.zarr" / "notes").read_text() == "mine" and run.read_text() == SEED_TABLES.read_text()
 
 
+@pytest.mark.parametrize("command", ["convert", "place", "collect"])
+def test_a_missing_output_folder_is_refused_alike_before_any_work(command, tmp_path, capsys):
+    """convert, place and collect name the missing folder in the same words, create nothing and run nothing."""
+    folder, ran = tmp_path / "nowhere", tmp_path / "ran"
+    output = folder / "out"
+    argv = {"convert": ["convert", str(SEED_TABLES), "-o", str(output)],
+            "place": ["place", str(MATRIX), "--nodes", "4", "--ppn", "16", "-o", str(output)],
+            "collect": ["collect", "-o", str(output), "--", "sh", "-c", f"touch {ran}"]}[command]
+    assert main(argv) == 1
+    assert capsys.readouterr().err == f"perfkit {command}: error: no such folder: {folder} (to write out in)\n"
+    assert not folder.exists() and not ran.exists()
+
+
 def test_place_replaces_its_files_only_with_force(tmp_path, capsys):
     out, prediction = tmp_path / "rankfile", tmp_path / "prediction.json"
     out.write_text("mine\n")

@@ -61,8 +61,9 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
     tracing; each rank buffers at most ``trace_buffer`` MiB of events and flushes them to disk when full.
 
     Before the launch starts, the temporaries of an earlier collect that was killed are removed (with a
-    warning) and ``output`` is refused if it is a folder, cannot be written, is a file of the launch, or
-    exists without ``overwrite=True`` (so is ``OUTPUT.otf2/`` with ``trace``). A run that fails or is
+    warning) and ``output`` is refused if its folder is missing (never created, as ``convert`` and ``place``
+    do not), if it is a folder, cannot be written, is a file of the launch, or exists without
+    ``overwrite=True`` (so is ``OUTPUT.otf2/`` with ``trace``). A run that fails or is
     stopped leaves an earlier ``output`` as it was and says so. However collect ends (a timeout, an
     exception, a signal, SIGKILL), nothing of the launch is left running (``perfkit.collect.watchdog``).
     """
@@ -71,12 +72,11 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
     if trace and not trace_buffer > 0:
         raise ValueError(f"trace_buffer must be > 0 MiB, got {trace_buffer}")
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    check_outputs(output, launch, cwd=cwd, overwrite=overwrite, trace=trace, option="overwrite=True")
     removed = atomic.sweep(output.parent)
     if removed:
         warnings.warn(f"removed {len(removed)} temporary file(s) left by an earlier run that was killed: "
                       f"{', '.join(p.name for p in removed)}", PerfkitWarning, stacklevel=2)
-    check_outputs(output, launch, cwd=cwd, overwrite=overwrite, trace=trace, option="overwrite=True")
     earlier = output.exists()
     tmp = atomic.temporary(output.absolute(), "collect")  # the next run removes it if this one is killed
     atomic.remove(tmp)
