@@ -25,7 +25,9 @@ rank spent for a partner's *transfer* stay in ``T_ideal``: ``TrE`` is then an up
 ``SerE`` a lower bound (the error is at most the transfer time on the critical path).
 
 A trace (``replay_elapsed``, ``perfkit.io.otf2.replay``) gives ``T_ideal`` exactly instead: its events
-replayed on an ideal network, the waits for a partner's transfer gone too.
+replayed on an ideal network, the waits for a partner's transfer gone too. The replay starts every rank
+at its first event, as the ranks' totals do, so the time outside them is added to it as to the model:
+``T_ideal = replay_elapsed + (T - max_r total_r)`` (both ideal times on the basis of ``T``).
 
 Sources (variable ``evidence``, dims ``run x efficiency``, with ``note`` saying why; the
 ``source`` run coordinate stays the file the run was read from):
@@ -103,9 +105,9 @@ def _from_reductions(ds: xr.Dataset, over: tuple[np.ndarray, ...], *, reference:
         useful_max, useful_mean = np.where(per_rank, useful_max, np.nan), np.where(per_rank, useful_mean, np.nan)
         useful_total = useful_mean * count
         elapsed = _elapsed(ds, longest_full) - (longest_full - longest)
-        ideal = longest_busy + np.fmax(elapsed - longest, 0.0)
-        replayed = ds["replay_elapsed"].values if "replay_elapsed" in ds.data_vars else np.full(ideal.shape, np.nan)
-        ideal = np.where(np.isfinite(replayed), replayed, ideal)
+        outside = np.fmax(elapsed - longest, 0.0)  # in the elapsed time, outside every rank's total [s]
+        replayed = ds["replay_elapsed"].values if "replay_elapsed" in ds.data_vars else np.full(outside.shape, np.nan)
+        ideal = np.where(np.isfinite(replayed), replayed, longest_busy) + outside
         values = {
             "load_balance": useful_mean / useful_max,
             "communication_efficiency": useful_max / elapsed,

@@ -136,3 +136,31 @@ def test_concise_report_is_unavailable_except_what_it_states(tmp_path):
 def test_accessor_and_top_level():
     ds = perfkit.open_profile(SYNTH / "48" / "slt.mpinside")
     xr.testing.assert_identical(ds.perf.pop_metrics(), perfkit.pop_metrics(ds))
+
+
+def _two_ranks_outside_their_totals(replayed: float | None) -> xr.Dataset:
+    """Rank 0 computes 2 s and receives 1 s, rank 1 computes 1 s and receives 2 s (late-sender waits measured
+    as 0 and 1 s); the elapsed time, 5 s, holds 2 s outside both ranks' 3 s totals (ranks launched apart)."""
+    time = {"Compute": [2.0, 1.0], "MPI_Recv": [1.0, 1.0], "w_MPI_Recv": [0.0, 1.0]}
+    prof = np.full((2, 3, 6), np.nan)
+    prof[:, :, 0] = np.array(list(time.values())).T
+    ds = make_run(prof, ranks=range(2), functions=list(time), run={"label": "apart", "nprocs": 2, "elapsed": 5.0})
+    return ds if replayed is None else ds.assign(replay_elapsed=("run", [replayed]))
+
+
+def test_the_replayed_and_the_modelled_ideal_runtime_keep_the_same_time_outside_the_ranks():
+    """By hand: T = 5 s; on an ideal network each rank keeps its compute and waits, max(2 + 0, 1 + 1) = 2 s,
+    plus the 2 s outside the ranks' totals: T_ideal = 4 s, TrE = 0.8, SerE = 2 / 4. A replay that finds the
+    same 2 s over the ranks gives the same 4 s; one that finds 2.5 s gives 4.5 s (TrE 0.9, SerE 2 / 4.5)."""
+    modelled = pop_metrics(_two_ranks_outside_their_totals(None)).isel(run=0)
+    assert float(modelled["elapsed"]) == 5.0 and float(modelled["ideal_elapsed"]) == pytest.approx(4.0)
+    assert float(modelled["transfer_efficiency"]) == pytest.approx(0.8)
+    assert float(modelled["serialisation_efficiency"]) == pytest.approx(0.5)
+    same = pop_metrics(_two_ranks_outside_their_totals(2.0)).isel(run=0)
+    for name in ("ideal_elapsed", "transfer_efficiency", "serialisation_efficiency"):
+        assert float(same[name]) == pytest.approx(float(modelled[name])), name
+    replayed = pop_metrics(_two_ranks_outside_their_totals(2.5)).isel(run=0)
+    assert float(replayed["ideal_elapsed"]) == pytest.approx(4.5)
+    assert float(replayed["transfer_efficiency"]) == pytest.approx(0.9)
+    assert float(replayed["serialisation_efficiency"]) == pytest.approx(2 / 4.5)
+    assert "replaying" in str(replayed["note"].sel(efficiency="transfer_efficiency").item())
