@@ -54,6 +54,7 @@ import xarray as xr
 from perfkit import text as fmt
 from perfkit.analysis.cube import by_run_chunks, evaluate, over_ranks, per_rank, run_coords, with_loaded_coords
 from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, lazy_breakdown
+from perfkit.runs import select_one
 
 #: The hierarchy, top down, with each metric's depth (for the indented POP table).
 HIERARCHY: tuple[tuple[str, int], ...] = (
@@ -75,14 +76,15 @@ _NETWORK = ("serialisation_efficiency", "transfer_efficiency")
 _COMPUTE_ONLY = ("load_balance", "communication_efficiency", "parallel_efficiency")
 
 
-def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | None = None) -> xr.Dataset:
+def pop_metrics(ds: xr.Dataset, *, reference: int | str | None = None, weak: bool | None = None) -> xr.Dataset:
     """The POP efficiencies of every run of ``ds`` (see the module docstring), dims ``run``.
 
     Returns one variable per efficiency (0-1, NaN when unavailable), ``evidence`` and ``note``
     (run, efficiency) saying where each number comes from, and the times behind them [s]:
     ``elapsed`` (the coordinate, else the longest rank's total), ``ideal_elapsed``, ``useful_max``,
     ``useful_mean``, ``useful_total``.
-    ``reference`` is the run label for computation scalability (default: the fewest ranks);
+    ``reference`` names the run computation scalability is measured against (its label, a pattern naming
+    one run, or its position: ``perfkit.runs``; default: the fewest ranks);
     ``weak`` marks a weak-scaling series (default: the ``scaling`` run coordinate when present).
     """
     ds = with_loaded_coords(ds.drop_vars("traffic", errors="ignore"))
@@ -90,14 +92,14 @@ def pop_metrics(ds: xr.Dataset, *, reference: str | None = None, weak: bool | No
     return _from_reductions(ds, over, reference=reference, weak=weak)
 
 
-def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: str | None = None,
+def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: int | str | None = None,
                    weak: bool | None = None) -> xr.Dataset:
     """``pop_metrics`` from a ``breakdown`` of ``ds`` (in memory, or lazy: reduced over ranks block by block)."""
     ds = with_loaded_coords(ds)
     return _from_reductions(ds, _over_ranks(ds, parts), reference=reference, weak=weak)
 
 
-def _from_reductions(ds: xr.Dataset, over: tuple[np.ndarray, ...], *, reference: str | None,
+def _from_reductions(ds: xr.Dataset, over: tuple[np.ndarray, ...], *, reference: int | str | None,
                      weak: bool | None) -> xr.Dataset:
     """``pop_metrics`` from the per-run reductions of ``_over_ranks``."""
     present, busy, per_rank, useful_max, useful_mean, count, longest, longest_full, longest_busy = over
@@ -252,7 +254,7 @@ def _stated_parallel_efficiency(ds: xr.Dataset, i: int, elapsed: float) -> float
     return (app - mpi) / (top if np.isfinite(top) else elapsed)
 
 
-def _scalability(ds: xr.Dataset, labels: list[str], useful_total: np.ndarray, reference: str | None,
+def _scalability(ds: xr.Dataset, labels: list[str], useful_total: np.ndarray, reference: int | str | None,
                  weak: bool | None) -> tuple[np.ndarray, list[str]]:
     """Computation scalability per run and a note naming the reference run."""
     nprocs = ds["nprocs"].values.astype(float) if "nprocs" in ds.coords else np.full(len(labels), np.nan)
@@ -263,7 +265,7 @@ def _scalability(ds: xr.Dataset, labels: list[str], useful_total: np.ndarray, re
         order = np.where(usable, np.nan_to_num(nprocs, nan=np.inf), np.inf)
         ref = int(np.argmin(order)) if np.isfinite(order).any() else int(np.flatnonzero(usable)[0])
     else:
-        ref = labels.index(reference)
+        ref = select_one(labels, reference, choose="one reference run")
     if weak is None:
         weak = "scaling" in ds.coords and str(ds["scaling"].values[ref]) == "weak"
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -19,6 +19,8 @@ import pandas as pd
 import scipy.sparse as sps
 import xarray as xr
 
+from perfkit.runs import run_labels, select_one
+
 #: Aggregated matrices with more groups than this are returned sparse (``sparse.COO``).
 DENSE_GROUPS = 4096
 LEVELS = ("node", "socket", "switch")
@@ -60,17 +62,9 @@ def _select(traffic: xr.DataArray, run: int | str | None, quantity: str) -> xr.D
 
 
 def pick_run(traffic: xr.DataArray, run: int | str | None) -> xr.DataArray:
-    """One run of a traffic array, by label or position (``None`` only when it holds one run)."""
-    labels = [str(r) for r in traffic["run"].values]
-    if run is None:
-        if len(labels) != 1:
-            raise ValueError(f"the data hold {len(labels)} runs {labels}; choose one with run=...")
-        return traffic.isel(run=0)
-    if isinstance(run, str):
-        if run not in labels:
-            raise ValueError(f"run {run!r} not in {labels}")
-        return traffic.isel(run=labels.index(run))
-    return traffic.isel(run=int(run))
+    """One run of a traffic array: ``run`` a label, a glob pattern naming one run, or a position
+    (``perfkit.runs``); ``None`` only when it holds one run."""
+    return traffic.isel(run=select_one(run_labels(traffic), run))
 
 
 def _to_csr(values: Any) -> sps.csr_matrix:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfkit.commands.render import FORMATS, Column, Table, render
 from perfkit.errors import PerfkitFormatError
+from perfkit.runs import run_labels, select, select_one
 from perfkit.text import number, plural
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ def _inputs(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
         parser.add_argument("paths", nargs="+", metavar="FILES",
                             help="profiles, glob patterns, or stores written by 'perfkit convert' (*.zarr, *.nc)")
         parser.add_argument("--run", action="append", dest="runs", metavar="LABEL",
-                            help="analyse only this run (repeat for several; default: every run)")
+                            help="analyse only this run: its label or a glob pattern of labels ('*-np4'); repeat "
+                                 "for several (default: every run)")
     parser.add_argument("--input-format", default=None, metavar="FORMAT",
                         help="read the profiles as this format instead of sniffing it")
     parser.add_argument("-f", "--format", choices=FORMATS, default="text",
@@ -49,7 +51,8 @@ def _inputs(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
 def load_runs(patterns: Sequence[str], input_format: str | None = None, errors: str = "raise",
               runs: Sequence[str] | None = None) -> xr.Dataset:
     """The runs of ``patterns`` (profiles and globs read with ``open_runs``, stores with ``perfkit.load``,
-    lazily), combined along ``run``; only ``runs`` when given. Refused files are listed on stderr."""
+    lazily), combined along ``run``; only those ``runs`` name when given (labels or glob patterns,
+    ``perfkit.runs``), in the order named. Refused files are listed on stderr."""
     import perfkit
     from perfkit.cli import _print_refused, _quiet
     from perfkit.io.open import expand_paths
@@ -71,11 +74,7 @@ def load_runs(patterns: Sequence[str], input_format: str | None = None, errors: 
         datasets = [*stores, opened]
     ds = datasets[0] if len(datasets) == 1 else perfkit.combine_runs(datasets)
     if runs:
-        labels = [str(r) for r in ds["run"].values]
-        unknown = [r for r in runs if r not in labels]
-        if unknown:
-            raise ValueError(f"no run {', '.join(map(repr, unknown))}; the runs are {', '.join(labels)}")
-        ds = ds.sel(run=list(runs))
+        ds = ds.isel(run=select(run_labels(ds), runs, patterns[0] if len(patterns) == 1 else "the data"))
     return ds
 
 
@@ -372,12 +371,8 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def _one_run(pattern: str, run: str | None, input_format: str | None, errors: str, option: str) -> xr.Dataset:
-    ds = load_runs([pattern], input_format, errors, [run] if run else None)
-    labels = [str(r) for r in ds["run"].values]
-    if len(labels) > 1:
-        raise ValueError(f"{pattern} holds {plural(len(labels), 'run')} ({', '.join(labels)}); "
-                         f"choose one with {option}")
-    return ds
+    ds = load_runs([pattern], input_format, errors)
+    return ds.isel(run=[select_one(run_labels(ds), run, pattern, f"one with {option}")])
 
 
 def run_totals(ds: xr.Dataset) -> dict[str, Any]:

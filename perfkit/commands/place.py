@@ -38,20 +38,14 @@ def strategies_epilog(width: int = 100) -> str:
 
 
 def store_run(path: str | PathLike, run: str | None) -> xr.Dataset:
-    """Run ``run`` (a label) of the store ``perfkit convert`` wrote at ``path``, read lazily, as a Dataset of one
-    run; ``run`` may be None only when the store holds one run. ``ValueError`` naming the runs otherwise, and
-    when the run has no rank-to-rank traffic."""
+    """Run ``run`` (a label or a glob pattern naming one run, ``perfkit.runs``) of the store ``perfkit convert``
+    wrote at ``path``, read lazily, as a Dataset of one run; ``run`` may be None only when the store holds one
+    run. ``ValueError`` naming the runs otherwise, and when the run has no rank-to-rank traffic."""
+    from perfkit.runs import run_labels, select_one
     from perfkit.storage import load
-    from perfkit.text import names
 
     ds = load(Path(path), chunks={})
-    labels = [str(r) for r in ds["run"].values]
-    shown = names(labels, 8)
-    if run is None and len(labels) != 1:
-        raise ValueError(f"{path} holds {len(labels)} runs ({shown}); choose the one to place with --run LABEL")
-    if run is not None and run not in labels:
-        raise ValueError(f"{path} has no run {run!r}; its runs: {shown}")
-    one = ds.isel(run=[labels.index(run) if run is not None else 0])
+    one = ds.isel(run=[select_one(run_labels(ds), run, str(path), "the one to place with --run LABEL")])
     if "traffic" not in one:
         raise ValueError(f"{path} holds no rank-to-rank traffic; place needs runs converted with their matrices")
     return one

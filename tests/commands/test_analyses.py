@@ -152,7 +152,7 @@ def test_exit_status_says_what_went_wrong(capsys: pytest.CaptureFixture[str]) ->
     status, _, err = run(capsys, "pop", str(ROOT / "no-such.mpiP"))
     assert status == 1 and "no such file" in err
     status, _, err = run(capsys, "diagnose", LAB, "--run", "nope")
-    assert status == 1 and "no run 'nope'; the runs are dynamic_imbalance-np4, pipeline-np4" in err
+    assert status == 1 and f"{LAB} has no run 'nope'; its runs: dynamic_imbalance-np4, pipeline-np4" in err
     status, _, err = run(capsys, "whatif", "balance", LAB, "--ranks", "1")
     assert status == 1 and "--ranks applies to the drop_slowest scenario only" in err
     for argv in (["whatif", "faster", LAB], ["whatif", "network", LAB, "-k", "0"], ["pop", LAB, "--format", "yaml"],
