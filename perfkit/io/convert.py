@@ -22,7 +22,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import as_completed as pool_completed
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -187,90 +188,139 @@ def _store_attrs(existing: xr.Dataset | None, runs: Sequence[xr.Dataset], refuse
     return attrs
 
 
-def read_part(path: Path, format: str | None, meta: dict[str, Any], part: Path, errors: str) -> xr.Dataset | Refusal:
-    """Read one profile; a run of at most ``SMALL_RUN`` bytes is returned in memory, a larger one is
-    written to the zarr group ``part`` and returned opened lazily.
+@dataclass(frozen=True)
+class Written:
+    """A run a reader wrote to the temporary zarr group ``part``: what comes back from a worker instead of
+    the run (a path, and the run without its data variables: coordinates and attributes)."""
+
+    part: str
+    shell: xr.Dataset
+
+    def opened(self) -> xr.Dataset:
+        """The run, its data variables read lazily from the group."""
+        lazy = xr.open_zarr(self.part, consolidated=True, chunks={})
+        lazy = sparse_traffic.decode(lazy.assign_coords(self.shell.coords).assign_attrs(self.shell.attrs))
+        lazy.encoding[PART] = self.part
+        return lazy
+
+
+def read_part(path: Path, format: str | None, meta: dict[str, Any], part: Path,
+              errors: str) -> xr.Dataset | Written | Refusal:
+    """Read one profile in a worker process; a run of at most ``SMALL_RUN`` bytes is returned in memory,
+    a larger one is written to the zarr group ``part`` (``Written``), then what the read left is freed
+    (``_collected``), so that a worker stays at the size of one run.
 
     With ``errors`` other than ``"raise"`` a file that cannot be read gives a ``Refusal``.
     """
     with _collected() as large:
-        try:
-            ds = open_profile(path, format, **meta)
-        except (PerfkitFormatError, OSError) as exc:
-            if errors == "raise":
-                raise
-            return Refusal(str(path), exc)
-        if ds.nbytes <= SMALL_RUN:
-            return ds
-        large.append(True)
-        lazy = to_part(ds, part)
-        del ds  # freed before the collection
-    return lazy
+        result = _read(path, format, meta, part, errors)
+        if isinstance(result, Written):
+            large.append(True)
+    return result
+
+
+def _read(path: Path, format: str | None, meta: dict[str, Any], part: Path,
+          errors: str) -> xr.Dataset | Written | Refusal:
+    """``read_part`` without freeing memory."""
+    try:
+        ds = open_profile(path, format, **meta)
+    except (PerfkitFormatError, OSError) as exc:
+        if errors == "raise":
+            raise
+        return Refusal(str(path), exc)
+    return ds if ds.nbytes <= SMALL_RUN else write_part(ds, part)
+
+
+def write_part(ds: xr.Dataset, part: Path) -> Written:
+    """``ds``'s data variables written to the temporary zarr group ``part``, compressed and chunked as the
+    store (so that their chunk files can be moved into it)."""
+    ds = stored(validate(ds))
+    data = ds.drop_vars(list(ds.coords)).drop_attrs(deep=False)  # the coordinates stay in memory
+    if convert_chunks.writable(data):
+        convert_chunks.write_group(data, part, dict.fromkeys(_RANK_DIMS, RANK_CHUNK))
+    else:
+        encoding = _encoding(data, {name: {"chunks": tuple(min(n, RANK_CHUNK) if dim in _RANK_DIMS else n
+                                                           for dim, n in var.sizes.items())}
+                                       for name, var in data.data_vars.items()})
+        with deferred():
+            data.to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
+    return Written(str(part), ds.drop_vars(list(ds.data_vars)))
 
 
 def to_part(ds: xr.Dataset, part: Path) -> xr.Dataset:
-    """``ds``'s data variables written to the temporary zarr group ``part``, compressed and chunked as the
-    store (so that their chunk files can be moved into it); ``ds`` returned with them read lazily from
-    there (its coordinates and attributes in memory, as they were)."""
-    ds = stored(validate(ds))
-    encoding = {name: {"chunks": tuple(min(n, RANK_CHUNK) if dim in _RANK_DIMS else n
-                                       for dim, n in var.sizes.items())}
-                for name, var in ds.data_vars.items()}
+    """``ds`` written to the temporary zarr group ``part`` (``write_part``), returned with its data variables
+    read lazily from there (its coordinates and attributes in memory, as they were)."""
+    return write_part(ds, part).opened()
+
+
+def _encoding(ds: xr.Dataset, encoding: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``encoding`` with the pair tables' chunks and ``convert_chunks.COMPRESSOR`` for float64 variables, as in
+    the runs' groups (so that their chunks can be moved into the store)."""
+    out = {name: dict(encoding.get(name, {})) for name in ds.data_vars}
     for name, pairs in sparse_traffic.encoding(ds).items():
-        encoding[name].update(pairs)
-    data = ds.drop_vars(list(ds.coords)).drop_attrs(deep=False)  # the coordinates stay in memory
-    with deferred():
-        data.to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
-    lazy = xr.open_zarr(part, consolidated=True, chunks={}).assign_coords(ds.coords).assign_attrs(ds.attrs)
-    lazy = sparse_traffic.decode(lazy)
-    lazy.encoding[PART] = str(part)
-    return lazy
+        out[name].update(pairs)
+    for name, var in ds.data_vars.items():
+        if var.dtype == np.float64:
+            out[name]["compressors"] = (convert_chunks.COMPRESSOR,)
+    return {name: value for name, value in out.items() if value}
 
 
 @contextmanager
-def _collected() -> Iterator[list[bool]]:
-    """Once something is appended to the list it gives, free what the block left (cycles included),
-    then give the freed memory back to the operating system (glibc keeps it otherwise), so that a
-    worker reading run after run stays at the size of one run. The objects alive before the block are
-    frozen meanwhile (``gc.freeze``), so the collection walks only the block's: a full one walks every
-    object of the process (0.26 s after perfkit's imports here, as long as parsing a 40,000-rank run)."""
+def _frozen() -> Iterator[None]:
+    """The objects alive before the block are frozen meanwhile (``gc.freeze``), so that a collection
+    (``_free``) walks only the block's: a full one walks every object of the process (0.26 s after
+    perfkit's imports here, as long as parsing a 40,000-rank run)."""
     freeze = gc.get_freeze_count() == 0  # someone else's freeze is left alone
     if freeze:
         gc.freeze()
-    release: list[bool] = []
     try:
-        yield release
+        yield
     finally:
-        if release:
-            gc.collect()
         if freeze:
             gc.unfreeze()
-        if release:
-            _release_memory()
 
 
-def _release_memory() -> None:
-    """Give freed memory back to the operating system."""
+def _free() -> None:
+    """Free what is no longer referenced (cycles included; inside ``_frozen``, so that only the block's objects
+    are walked), then give the freed memory back to the operating system (glibc keeps it otherwise)."""
+    gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
 
 
+@contextmanager
+def _collected() -> Iterator[list[bool]]:
+    """Once something is appended to the list it gives, free what the block left (``_free``) at its end;
+    the objects alive before it frozen meanwhile (``_frozen``)."""
+    release: list[bool] = []
+    with _frozen():
+        try:
+            yield release
+        finally:
+            if release:
+                _free()
+
+
 def _read_all(tasks: Sequence[tuple[Path, str | None, dict[str, Any]]], work: Path, errors: str,
               workers: int | None, show: bool) -> list[xr.Dataset | Refusal]:
-    """``read_part`` of every task, in parallel; results in task order."""
+    """``read_part`` of every task, in parallel; results in task order, runs written to groups opened lazily."""
     calls = [(path, fmt, meta, work / f"{k}.zarr", errors) for k, (path, fmt, meta) in enumerate(tasks)]
     results: list[Any] = [None] * len(calls)
     held = 0  # bytes of small runs kept in memory; beyond HELD_SMALL_RUNS they go to parts too
-    for k, result in _progress(_completed(calls, workers), len(calls), show, "reading"):
-        if isinstance(result, xr.Dataset) and not _is_lazy(result):
-            held += result.nbytes
-            if held > HELD_SMALL_RUNS:
-                result = to_part(result, calls[k][3])
-                held -= result.nbytes
-        results[k] = result
-    return results
+    with closing(_completed(calls, workers)) as completed:  # closed at once on error: no read goes on
+        for k, result in _progress(completed, len(calls), show, "reading"):
+            if isinstance(result, xr.Dataset):
+                size = result.nbytes
+                held += size
+                if held > HELD_SMALL_RUNS:
+                    result = write_part(result, calls[k][3])
+                    held -= size
+            results[k] = result
+    # opened once every read has ended: zarr's calls wait for its event loop's thread, which readers
+    # holding the GIL held up (40 ms a run, against 6 ms after)
+    return [result.opened() if isinstance(result, Written) else result for result in results]
 
 
 def _is_lazy(ds: xr.Dataset) -> bool:
@@ -278,7 +328,8 @@ def _is_lazy(ds: xr.Dataset) -> bool:
 
 
 def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterator[tuple[int, Any]]:
-    """(task index, result) as tasks complete: distributed client, local process pool or this process."""
+    """(task index, result) as tasks complete: distributed client, local process pool or this process's
+    threads."""
     client = active_client()
     if client is not None:
         from distributed import as_completed
@@ -293,8 +344,7 @@ def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterato
         return
     n = min(len(calls), workers or (os.cpu_count() or 1 if len(calls) > LOCAL_POOL_FROM else 1))
     if n <= 1:
-        for k, call in enumerate(calls):
-            yield k, read_part(*call)
+        yield from _in_threads(calls)
         return
     with ignored_by_children():  # the readers are started by the first submits; this process stops them
         pool = _local_pool(n)
@@ -309,6 +359,21 @@ def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterato
             future.cancel()
         if not done:  # an error, or a stop: the readers are shut down (after the reads under way)
             _drop_pool()
+
+
+def _in_threads(calls: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, Any]]:
+    """``_completed`` in this process: one thread a core, as ``open_runs`` (parsing and compression release
+    the GIL: 16 runs of 16,384 ranks read in 0.8 s on 2 cores against 1.45 s one after another); what a
+    run left is freed at the end. On error or stop the reads under way end first."""
+    with _frozen(), ThreadPoolExecutor(min(len(calls), os.cpu_count() or 1)) as pool:
+        pending = {pool.submit(_read, *call): k for k, call in enumerate(calls)}
+        try:
+            for future in pool_completed(pending):
+                yield pending[future], future.result()
+        finally:
+            for future in pending:
+                future.cancel()
+        _free()
 
 
 #: The local pool of reader processes, (size, pool), kept for the next call: a reader starts an interpreter and
@@ -370,7 +435,7 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
     layout = combine_coord_attrs(xr.Dataset(template, coords=coords, attrs=attrs), sources)
     with deferred():
         validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2,
-                                 encoding=sparse_traffic.encoding(layout))
+                                 encoding=_encoding(layout, {}))
     with deferred():
         moved = _move_aligned(sources, target, coords, dims_of, chunks)
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}

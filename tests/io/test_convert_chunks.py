@@ -81,3 +81,39 @@ def test_runs_that_line_up_are_moved_and_only_the_others_reindexed(tmp_path, mon
 
     assert not any(chunk_files(k, name) for k in range(3) for name in ("profile", "host"))
     assert chunk_files(3, "profile") and not chunk_files(3, "host")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.tuples(st.integers(1, 2), st.integers(1, 13), st.integers(1, 4)), chunk=st.integers(1, 6),
+       nan=st.floats(0, 1), seed=st.integers(0, 2**16))
+def test_write_group_reads_back_as_to_zarr_writes_it(tmp_path_factory, shape, chunk, nan, seed):
+    """The same values, metadata and chunk files as xarray and zarr write with the same encoding; a chunk
+    of NaN only is left out by both."""
+    rng = np.random.default_rng(seed)
+    values = rng.random(shape)
+    values[rng.random(shape) < nan] = np.nan
+    ds = xr.Dataset({"v": (("run", "rank", "metric"), values, {"units": "s"}),
+                     "w": (("run", "rank"), values[..., 0])})
+    work = tmp_path_factory.mktemp("groups")
+    assert convert_chunks.writable(ds)
+    convert_chunks.write_group(ds, work / "mine.zarr", {"rank": chunk})
+    encoding = {name: {"chunks": tuple(min(chunk, n) if dim == "rank" else n for dim, n in var.sizes.items()),
+                       "compressors": (convert_chunks.COMPRESSOR,)} for name, var in ds.data_vars.items()}
+    ds.to_zarr(work / "zarr.zarr", mode="w", consolidated=True, zarr_format=2, encoding=encoding)
+    mine, theirs = (xr.open_zarr(work / f"{name}.zarr", consolidated=True) for name in ("mine", "zarr"))
+    xr.testing.assert_identical(mine.load(), theirs.load())
+    xr.testing.assert_identical(mine.load(), ds)
+    for name in ds.data_vars:
+        folders = [work / f"{group}.zarr" / name for group in ("mine", "zarr")]
+        assert convert_chunks._metadata(folders[0]) == convert_chunks._metadata(folders[1])
+        assert {p.name for p in folders[0].iterdir()} == {p.name for p in folders[1].iterdir()}
+
+
+def test_only_float_arrays_in_memory_are_written_directly():
+    values = np.zeros((1, 3))
+    assert convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), values)}))
+    assert not convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), values.astype(np.float32))}))
+    assert not convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), np.array([["a", "b", "c"]]))}))
+    assert not convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), values)}).chunk())
+    assert not convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), np.zeros((1, 0)))}))
+    assert not convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), values, {"n": np.int64(1)})}))
