@@ -9,6 +9,8 @@ import scipy.sparse as sps
 import xarray as xr
 
 from perfkit.analysis.traffic import pick_run
+from perfkit.runs import run_labels, select_one
+from perfkit.sparse_traffic import is_sparse
 
 
 def check_matrix(matrix: Any, name: str = "traffic matrix") -> sps.csr_matrix:
@@ -63,6 +65,8 @@ def select_traffic(
         data = data["traffic"]
     if not isinstance(data, xr.DataArray):
         return check_matrix(data), None
+    if is_sparse(data.data) and {"sender", "receiver", "quantity"} <= set(data.dims):
+        return _from_sparse(data, run, quantity)
     if "run" in data.dims:
         data = pick_run(data, run)
     if "quantity" not in data.dims:
@@ -91,6 +95,70 @@ def _from_dataarray(
         return chosen, None
     count_values = _dense_or_sparse(counts.transpose("sender", "receiver").data)
     return chosen, check_matrix(count_values[present][:, present], "message-count matrix")
+
+
+def _from_sparse(
+    data: xr.DataArray, run: int | str | None, quantity: str
+) -> tuple[sps.csr_matrix, sps.csr_matrix | None]:
+    """The ``quantity`` and message-count matrices of one run of sparse traffic (pydata ``sparse``, or dask
+    blocks of it as ``perfkit.load`` reads a store), from the coordinates of the block holding the run.
+
+    pydata ``sparse``'s own indexing compiles numba code on first use (25-32 s at load 3 for a run and a
+    quantity, minutes on a busy machine), so the run and quantities are picked with numpy instead. Ranks
+    beyond the run's ``nprocs`` (the union of the runs' ranks) are dropped: sparse padding reads 0, not NaN.
+    """
+    quantities = [str(q) for q in data["quantity"].values]
+    if quantity not in quantities:
+        raise ValueError(f"quantity {quantity!r} not in traffic quantities {quantities}")
+    position = select_one(run_labels(data), run) if "run" in data.dims else None
+    block, offset = _block_of(data, position)
+    if np.asarray(block.fill_value) != 0:
+        raise ValueError(f"traffic matrix: sparse fill value must be 0, got {block.fill_value}")
+    coords = {dim: block.coords[axis] for axis, dim in enumerate(data.dims)}
+    keep = coords["run"] == offset if position is not None else np.ones(block.nnz, dtype=bool)
+    n = data.sizes["sender"]
+    nprocs = _nprocs(data, position)
+    if np.isfinite(nprocs) and 0 < nprocs < n:
+        n = int(nprocs)
+        keep &= (coords["sender"] < n) & (coords["receiver"] < n)
+
+    def matrix(name: str) -> sps.csr_matrix:
+        chosen = keep & (coords["quantity"] == quantities.index(name))
+        values = np.asarray(block.data[chosen], dtype=np.float64)
+        return sps.csr_matrix((values, (coords["sender"][chosen], coords["receiver"][chosen])), shape=(n, n))
+
+    chosen = check_matrix(matrix(quantity))
+    if quantity == "count" or "count" not in quantities:
+        return chosen, None
+    counts = matrix("count")
+    if np.isnan(counts.data).any():
+        return chosen, None  # message counts not measured
+    return chosen, check_matrix(counts, "message-count matrix")
+
+
+def _nprocs(data: xr.DataArray, position: int | None) -> float:
+    """The ``nprocs`` coordinate of run ``position`` (NaN when unknown), read without touching the data."""
+    if "nprocs" not in data.coords:
+        return np.nan
+    nprocs = data["nprocs"]
+    if nprocs.dims == ("run",) and position is not None:
+        return float(nprocs.values[position])
+    return float(nprocs.values) if nprocs.ndim == 0 else np.nan
+
+
+def _block_of(data: xr.DataArray, position: int | None) -> tuple[Any, int]:
+    """The in-memory ``sparse.COO`` holding run ``position`` (all of ``data`` when None) and the run's offset
+    in it; for dask, only the block(s) along ``run`` that hold it are read, without slicing them."""
+    values = data.data
+    if not hasattr(values, "dask"):
+        return values, position or 0
+    if position is None:
+        return values.compute(), 0
+    axis = data.get_axis_num("run")
+    starts = np.cumsum((0, *values.chunks[axis]))
+    chunk = int(np.searchsorted(starts, position, side="right")) - 1
+    index = tuple(chunk if k == axis else slice(None) for k in range(values.ndim))
+    return values.blocks[index].compute(), position - int(starts[chunk])
 
 
 def _dense_or_sparse(values: Any) -> Any:
