@@ -135,7 +135,8 @@ def status(name: str) -> int:
 
 def run(command: str, body: Callable[[], int], fate: Callable[[], str]) -> int:
     """``body()`` inside ``stopping()``; if a signal stops it, print ``perfkit COMMAND: stopped by SIGNAME;
-    FATE`` (``fate()``, called once the temporaries are removed) on stderr and return 128 + its number.
+    FATE`` (``fate()``, called once the temporaries are removed) on stderr, then each note the interrupt
+    carries on a line of its own, and return 128 + its number.
 
     What the signal interrupted is released quietly (zarr's coroutines cut short warn "never awaited").
     """
@@ -146,8 +147,11 @@ def run(command: str, body: Callable[[], int], fate: Callable[[], str]) -> int:
             except KeyboardInterrupt as exc:
                 warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
                 name = str(exc) if str(exc) in signal.Signals.__members__ else "SIGINT"
+                notes = list(getattr(exc, "__notes__", ()))
         gc.collect()
     print(f"perfkit {command}: stopped by {name}; {fate()}", file=sys.stderr)
+    for note in notes:  # what the stopping found (e.g. the collect watchdog's report), a line each
+        print(f"perfkit {command}: {note}", file=sys.stderr)
     return status(name)
 
 

@@ -35,6 +35,20 @@ def test_a_signal_stops_the_body_cleans_up_and_gives_the_shell_status(sig, statu
     assert signal.getsignal(sig) == before  # handlers restored
 
 
+def test_what_the_stopping_found_follows_on_lines_of_its_own(capsys):
+    """Notes the interrupt carries (collect's watchdog report) come after the stopped line, each prefixed."""
+
+    def body() -> int:
+        stop = KeyboardInterrupt("SIGTERM")
+        stop.add_note("watchdog: sent SIGTERM to 1 process (pid 7) of the launch; ...")
+        raise stop
+
+    assert signals.run("collect", body, lambda: "launch stopped") == 143
+    assert capsys.readouterr().err == ("perfkit collect: stopped by SIGTERM; launch stopped\n"
+                                       "perfkit collect: watchdog: sent SIGTERM to 1 process (pid 7) of the launch; "
+                                       "...\n")
+
+
 def test_a_body_that_ends_returns_its_status(capsys):
     assert signals.run("place", lambda: 3, lambda: "never said") == 3
     assert capsys.readouterr().err == ""

@@ -97,20 +97,21 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
             variables |= {"PERFKIT_COLLECT_TRACE": str(archive), "PERFKIT_COLLECT_TRACE_BUFFER_MB": f"{trace_buffer:g}"}
         command, extra = with_environment(launch, variables)
         start = time.perf_counter()
-        returncode, timed_out = _run(command, {**os.environ, **(env or {}), **extra}, cwd, timeout)
+        returncode, timed_out, told = _run(command, {**os.environ, **(env or {}), **extra}, cwd, timeout)
         seconds = time.perf_counter() - start
+        told = f"\n{told}" if told else ""  # the watchdog's line, after collect's own
         if timed_out and not raw.exists():
             return CollectResult(returncode, None, f"the launch was stopped after {timeout:g} s; "
-                                                   f"{_not_written(output, earlier)}", seconds)
+                                                   f"{_not_written(output, earlier)}{told}", seconds)
         if not raw.exists():
             why = _exit_reason(returncode)
             return CollectResult(returncode or 1, None, f"the program did not reach MPI_Finalize on every rank "
-                                                        f"({why}); {_not_written(output, earlier)}", seconds)
+                                                        f"({why}); {_not_written(output, earlier)}{told}", seconds)
         try:
             ds = read_raw(raw, label=output.stem)
             _write_atomically(ds, output)
         except Exception as exc:  # what became of the output, on the error's line
-            exc.add_note(_not_written(output, earlier))
+            exc.add_note(_not_written(output, earlier) + told)
             raise
         written = _move_trace(archive, trace_path(output)) if trace else None
     finally:
@@ -127,7 +128,7 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
         text += f"\n{_trace_text(written)}"
     if returncode:
         text += f"\nthe program exited with status {returncode}"
-    return CollectResult(returncode, output, text, seconds, written)
+    return CollectResult(returncode, output, text + told, seconds, written)
 
 
 def _move_trace(archive: Path, target: Path) -> Path | None:
@@ -191,11 +192,12 @@ def _clock_text(ds, nodes: int, synchronised: bool) -> str:
 
 
 def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None,
-         timeout: float | None) -> tuple[int, bool]:
+         timeout: float | None) -> tuple[int, bool, str]:
     """Run in a session of its own, watched: a timeout, an interrupt or the end of this process, however it
     comes, stops everything the launch started (``perfkit.collect.watchdog``). Returns the exit status
-    (``TIMED_OUT`` when stopped after ``timeout`` s) and whether the timeout stopped it: a program may exit
-    with status 124 of its own."""
+    (``TIMED_OUT`` when stopped after ``timeout`` s), whether the timeout stopped it (a program may exit
+    with status 124 of its own) and the watchdog's report ("" unless a process needed SIGKILL or outlived
+    it); an interrupt carries the report as a note."""
     with Watchdog() as watchdog:
         try:
             proc = subprocess.Popen(command, env={**env, **watchdog.environment}, cwd=cwd, start_new_session=True)
@@ -207,12 +209,14 @@ def _run(command: list[str], env: dict[str, str], cwd: str | os.PathLike | None,
             returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _stop(watchdog, proc)
-            return TIMED_OUT, True
-        except BaseException:
+            return TIMED_OUT, True, watchdog.report
+        except BaseException as exc:
             _stop(watchdog, proc)
+            if watchdog.report:
+                exc.add_note(watchdog.report)
             raise
         watchdog.ended()
-        return returncode, False
+        return returncode, False, watchdog.report
 
 
 def _stop(watchdog: Watchdog, proc: subprocess.Popen) -> None:

@@ -14,6 +14,11 @@ before, a launch forked just as collect died may exec after the first look, so t
 looking for ``SETTLE`` s), ``ended`` once collect has reaped it (only stragglers are stopped then, and
 usually there are none). Run as ``python -I -S watchdog.py TOKEN GRACE``: standard library only, so it
 starts in milliseconds.
+
+When a process of the launch outlived its SIGTERM and needed SIGKILL, or outlived even that, the
+watchdog says so in one line (``told``: the pids it signalled, those it killed, those left running) on
+its standard output, a pipe collect reads once the watchdog is done (``Watchdog.report``), and on its
+standard error, the terminal collect ran in, when collect is gone (the pipe is broken).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 MARK = "PERFKIT_COLLECT_RUN"
@@ -87,36 +93,72 @@ def _signal(pid: int, group: int, token: str, sig: signal.Signals) -> None:
             os.close(fd)
 
 
-def stop(token: str, grace: float = GRACE, settle: float = 0.0) -> int:
+@dataclass
+class Stopped:
+    """What ``stop`` did: the pids sent SIGTERM, those sent SIGKILL after their grace, those still running."""
+
+    termed: list[int] = field(default_factory=list)
+    killed: list[int] = field(default_factory=list)
+    left: list[int] = field(default_factory=list)
+
+
+def stop(token: str, grace: float = GRACE, settle: float = 0.0) -> Stopped:
     """Stop every process marked with ``token``: SIGTERM to each and its process group, SIGKILL after ``grace``
     seconds to what is left; return once none is found (and none for ``settle`` s more), or when SIGKILL has
-    not ended them within ``grace`` s more. Returns how many marked processes remain (0: all ended)."""
+    not ended them within ``grace`` s more. Returns what was signalled and what remains (``left`` empty: all
+    ended)."""
     start = last_term = time.monotonic()
     quiet = None
     termed: dict[int, float] = {}  # pid -> when it was sent SIGTERM [s]
-    killed: set[int] = set()
+    killed: dict[int, None] = {}  # in the order killed
     while True:
         now = time.monotonic()
         found = marked(token)
         if not found:
             quiet = now if quiet is None else quiet
             if now - quiet >= settle:
-                return 0
+                return Stopped(list(termed), list(killed))
         else:
             quiet = None
         if now - max(start + settle, last_term) > 2 * grace:  # the last SIGTERM's SIGKILL had its grace too
-            return len(found)
+            return Stopped(list(termed), list(killed), sorted(found))
         for pid, group in found.items():
             if pid not in termed:
                 sig, termed[pid] = signal.SIGTERM, now
                 last_term = now
             elif pid not in killed and now - termed[pid] >= grace:
                 sig = signal.SIGKILL
-                killed.add(pid)
+                killed[pid] = None
             else:
                 continue
             _signal(pid, group, token, sig)
         time.sleep(_POLL)
+
+
+def told(stopped: Stopped, grace: float) -> str:
+    """One line saying what ``stop`` did when a process outlived its SIGTERM ("" when SIGTERM was enough)."""
+    if not stopped.killed and not stopped.left:
+        return ""
+    text = (f"watchdog: sent SIGTERM to {_processes(stopped.termed)} of the launch; "
+            f"{_processes(stopped.killed)} outlived it by {grace:g} s and {_were(stopped.killed)} sent SIGKILL")
+    if stopped.left:
+        text += f"; {_processes(stopped.left)} still running after SIGKILL: stop {_them(stopped.left)} by hand"
+    return text
+
+
+def _processes(pids: list[int], shown: int = 8) -> str:
+    """``1 process (pid 7)``, ``3 processes (pids 7, 8, 9)``, the first ``shown`` pids and how many more."""
+    more = f" and {len(pids) - shown} more" if len(pids) > shown else ""
+    listed = ", ".join(map(str, pids[:shown])) + more
+    return f"1 process (pid {listed})" if len(pids) == 1 else f"{len(pids)} processes (pids {listed})"
+
+
+def _were(pids: list[int]) -> str:
+    return "was" if len(pids) == 1 else "were"
+
+
+def _them(pids: list[int]) -> str:
+    return "it" if len(pids) == 1 else "them"
 
 
 class Watchdog:
@@ -129,11 +171,13 @@ class Watchdog:
 
         self.token = secrets.token_hex(16)
         self.grace = grace
+        #: What the watchdog said it did, once it is done (``told``; "" when SIGTERM was enough).
+        self.report = ""
         read, self._pipe = os.pipe()
         env = {name: value for name, value in os.environ.items() if name != MARK}
         try:
             self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__)), self.token, f"{grace:g}"],
-                                         stdin=read, stdout=subprocess.DEVNULL, env=env, start_new_session=True)
+                                         stdin=read, stdout=subprocess.PIPE, env=env, start_new_session=True)
         except BaseException:
             os.close(self._pipe)
             raise
@@ -170,11 +214,14 @@ class Watchdog:
         if self._pipe >= 0:
             os.close(self._pipe)
             self._pipe = -1
+        if self.proc.stdout is None or self.proc.stdout.closed:  # closed before: its report was read then
+            return
         try:
-            self.proc.wait(timeout=2 * self.grace + SETTLE + 5)
+            said, _ = self.proc.communicate(timeout=2 * self.grace + SETTLE + 5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait()
+            said, _ = self.proc.communicate()
+        self.report = said.decode(errors="replace").strip()
 
     def __enter__(self) -> Watchdog:
         return self
@@ -191,9 +238,23 @@ def _watch(token: str, grace: float) -> int:
     said = set()
     for line in sys.stdin.buffer:
         said.add(line.strip().decode(errors="replace"))
-    if "ended" in said:
-        return 1 if stop(token, grace) else 0
-    return 1 if stop(token, grace, settle=0.1 if "started" in said else SETTLE) else 0
+    stopped = stop(token, grace, settle=0.0 if "ended" in said else 0.1 if "started" in said else SETTLE)
+    _tell(told(stopped, grace))
+    return 1 if stopped.left else 0
+
+
+def _tell(text: str) -> None:
+    """``text`` to collect (standard output, a pipe it reads), or to the terminal when collect is gone."""
+    if not text:
+        return
+    line = (text + "\n").encode()
+    try:
+        os.write(1, line)
+    except OSError:  # the pipe is broken: collect ended (killed) before the watchdog was done
+        try:
+            os.write(2, b"perfkit collect: " + line)
+        except OSError:  # no terminal either: nobody is left to tell
+            pass
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.collect.watchdog import MARK, Watchdog, marked
+from perfkit.collect.watchdog import MARK, Stopped, Watchdog, marked, told
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="the watchdog reads /proc")
 
@@ -143,3 +143,53 @@ def test_the_watchdog_outlives_a_sigterm_and_a_killed_watchdog_costs_collect_not
     dog.proc.kill()
     dog.proc.wait()
     dog.ended()  # a broken pipe: nothing to say to, nothing raised
+
+
+#: A process of a launch that ignores SIGTERM; it writes its pid to {tmp}/a.
+STUBBORN = "trap '' TERM; echo $$ > {tmp}/a; exec sleep 300"  # SIGTERM stays ignored across exec
+
+
+def test_a_process_that_outlives_sigterm_is_reported_and_one_that_does_not_is_not(tmp_path):
+    """The owner is told which processes needed SIGKILL (``Watchdog.report``); SIGTERM enough: nothing to say."""
+    with Watchdog(grace=0.5) as dog:
+        proc = subprocess.Popen(["sh", "-c", STUBBORN.format(tmp=tmp_path)], env={**os.environ, **dog.environment},
+                                start_new_session=True)
+        dog.started()
+        pid = _pids(tmp_path, "a")[0]
+        dog.stop()
+    assert proc.wait(timeout=5) == -signal.SIGKILL
+    assert dog.report == (f"watchdog: sent SIGTERM to 1 process (pid {pid}) of the launch; 1 process (pid {pid}) "
+                          "outlived it by 0.5 s and was sent SIGKILL")
+    (tmp_path / "a").unlink()
+    with Watchdog(grace=0.5) as dog:
+        subprocess.Popen(["sh", "-c", f"sleep 300 & echo $! > {tmp_path}/a; wait"],
+                         env={**os.environ, **dog.environment}, start_new_session=True)
+        dog.started()
+        _pids(tmp_path, "a")
+        dog.stop()
+    assert dog.proc.returncode == 0 and dog.report == ""
+
+
+def test_with_its_owner_killed_the_watchdog_tells_the_terminal(tmp_path):
+    """Nobody is left to read the pipe: the report goes to the standard error the owner had."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, STUBBORN.format(tmp=tmp_path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        owner.stdout.readline()
+        pid = _pids(tmp_path, "a")[0]
+        owner.kill()
+        _, err = owner.communicate(timeout=30)  # at its end once the watchdog, which shares it, is done
+    finally:
+        owner.kill()
+    assert f"perfkit collect: watchdog: sent SIGTERM to 1 process (pid {pid}) of the launch; 1 process (pid {pid}) " \
+           "outlived it by 1 s and was sent SIGKILL\n" in err
+    assert not _alive(pid)
+
+
+def test_what_outlived_sigkill_too_is_named():
+    stopped = Stopped(termed=list(range(100, 112)), killed=[103, 105], left=[105])
+    assert told(stopped, 3.0) == (
+        "watchdog: sent SIGTERM to 12 processes (pids 100, 101, 102, 103, 104, 105, 106, 107 and 4 more) of the "
+        "launch; 2 processes (pids 103, 105) outlived it by 3 s and were sent SIGKILL; 1 process (pid 105) still "
+        "running after SIGKILL: stop it by hand")
+    assert told(Stopped(termed=[1, 2]), 3.0) == ""
