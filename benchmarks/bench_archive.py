@@ -11,11 +11,13 @@ imports (and, for the analyses, after ``perfkit.load``), sampled every 2 ms:
 * ``convert``: every file into one zarr store (``perfkit.convert``, its default local pool);
 * ``load``: ``perfkit.load(store, chunks={"rank": 4096})``, lazy;
 * ``scaling``, ``pop_metrics``, ``imbalance``, ``diagnose``: on that lazy cube;
-* ``place``: ``perfkit.place`` (Scotch) of the largest run with a matrix, read from the store.
+* ``place``: ``perfkit.place`` (Scotch) of the largest run with a matrix, named by its label in the whole
+  lazy store (only that run's block of pairs is read); the Scotch worker's own peak is reported beside.
 
 The store's size is compared with the files' (MPInside files and their sidecars).
 
-Run: ``nice -n 19 python benchmarks/bench_archive.py [--runs 20] [--max-ranks 16384] [--matrices-up-to 4096]``.
+Run: ``nice -n 19 python benchmarks/bench_archive.py [--runs 20] [--max-ranks 16384] [--matrices-up-to 16384]``.
+The results are rewritten after each step, so a run that is stopped keeps what it measured.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import json, sys, time
 import perfkit
 from perfkit.placement.topology import Topology
 from timing import PeakRss
-step, files, store, place_run = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+step, files, store, place_ranks = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 ppn, chunk = int(sys.argv[5]), int(sys.argv[6])
 ds = perfkit.load(store, chunks={"rank": chunk}) if step not in ("open_runs", "convert", "load") else None
 memory = PeakRss().start()
@@ -62,15 +64,18 @@ elif step == "imbalance":
 elif step == "diagnose":
     out["findings"] = len(perfkit.diagnose(ds))
 elif step == "place":
-    run = ds.sel(run=[place_run])
-    nprocs = int(run["nprocs"].values[0])
-    placement = perfkit.place(run, Topology(nodes=-(-nprocs // ppn), cores=ppn), "scotch", timeout=3000)
-    out["inter_node_fraction"] = float(placement.cost().inter_node_fraction)
-    out["ranks"] = nprocs
+    label = str(ds["run"].values[list(ds["nprocs"].values).index(place_ranks)])
+    topology = Topology(nodes=-(-place_ranks // ppn), cores=ppn)
+    placement = perfkit.place(ds, topology, "scotch", run=label, timeout=3000)
+    out.update(run=label, ranks=placement.nranks, route=placement.info["route"],
+               kept_block=placement.info["kept_block"], map_s=placement.info["wall_time_s"],
+               inter_node_fraction=float(placement.cost().inter_node_fraction))
 seconds = time.perf_counter() - start
 memory.stop()
 if step == "open_runs":
     out["runs"] = out["runs"].sizes["run"]
+if step == "place":
+    out["worker_peak_mib"] = memory.children_maxrss / 2**20
 out.update(step=step, wall_s=seconds, rss_before_mib=memory.base / 2**20, peak_increase_mib=memory.increase / 2**20)
 print(json.dumps(out))
 """
@@ -101,22 +106,32 @@ def folder_bytes(paths: list[Path]) -> int:
     return total
 
 
-def measure(step: str, files: list[str], store: Path, place_run: str, ppn: int) -> dict:
+def measure(step: str, files: list[str], store: Path, place_ranks: int, ppn: int) -> dict:
     """The numbers of ``MEASURE`` for ``step`` from a fresh process."""
-    return run_script(MEASURE, step, json.dumps(files), store, place_run, ppn, RANK_CHUNK)
+    return run_script(MEASURE, step, json.dumps(files), store, place_ranks, ppn, RANK_CHUNK)
 
 
 def table(summary: dict) -> str:
     """The markdown table of ``summary``."""
+    store = (f"files {summary['files_mib']:.1f} MiB, store {summary['store_mib']:.1f} MiB "
+             f"({summary['store_over_files']:.2f}x)" if "store_mib" in summary else "")
     lines = [f"# Archive benchmark: {summary['runs']} runs of {summary['ranks'][0]:,}-{summary['ranks'][-1]:,} ranks",
-             "", f"MPInside `slt`, {summary['steps']} steps, matrices up to {summary['matrices_up_to']:,} ranks; "
-             f"files {summary['files_mib']:.1f} MiB, store {summary['store_mib']:.1f} MiB "
-             f"({summary['store_over_files']:.2f}x); generated in {summary['generate_s']:.0f} s; "
-             f"placement on the run of {summary['place_ranks']:,} ranks.", "",
-             "| step | wall time [s] | peak memory increase [MiB] | files/s |", "|---|---|---|---|"]
+             "", f"MPInside `slt`, {summary['steps']} steps, {sum(summary['ranks']):,} ranks in all, matrices up to "
+             f"{summary['matrices_up_to']:,} ranks; {store}; generated in {summary['generate_s']:.0f} s; "
+             f"placement on the run of {summary['place_ranks']:,} ranks; load average at the end "
+             f"{summary['load_average'][0]:.1f}.", "",
+             "| step | wall time [s] | peak memory increase [MiB] | files/s | ranks/s |", "|---|---|---|---|---|"]
     for row in summary["results"]:
-        rate = f"{row['files_per_s']:.2f}" if "files_per_s" in row else ""
+        rate = (f"{row['files_per_s']:.2f} | {row['ranks_per_s']:,.0f}" if "files_per_s" in row else " | ")
         lines.append(f"| {row['step']} | {row['wall_s']:.2f} | {row['peak_increase_mib']:.0f} | {rate} |")
+    for row in summary["results"]:
+        if row["step"] == "place":
+            lines += ["", f"place: Scotch's {row['route']} route on {row['ranks']:,} ranks ({row['run']}), mapping "
+                      f"{row['map_s']:.1f} s, inter-node share of bytes {row['inter_node_fraction']:.0%}"
+                      f"{' (block kept)' if row['kept_block'] else ''}; the Scotch worker's peak "
+                      f"{row['worker_peak_mib']:.0f} MiB."]
+    if "incomplete" in summary:
+        lines += ["", f"Incomplete: {summary['incomplete']}."]
     return "\n".join(lines) + "\n"
 
 
@@ -125,8 +140,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--min-ranks", type=int, default=240)
     parser.add_argument("--max-ranks", type=int, default=16_384)
-    parser.add_argument("--matrices-up-to", type=int, default=4_096)
-    parser.add_argument("--steps", type=int, default=20, help="time steps of each synthetic run")
+    parser.add_argument("--matrices-up-to", type=int, default=16_384)
+    parser.add_argument("--steps", type=int, default=10, help="time steps of each synthetic run")
     parser.add_argument("--ppn", type=int, default=24)
     parser.add_argument("--only", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument("--output", type=Path, default=RESULTS / "archive")
@@ -134,33 +149,41 @@ def main() -> None:
     from perfkit import synthetic
 
     counts = rank_counts(args.runs, args.min_ranks, args.max_ranks, args.ppn)
+    summary: dict = {"runs": args.runs, "ranks": counts, "steps": args.steps, "ppn": args.ppn,
+                     "matrices_up_to": args.matrices_up_to, "rank_chunk": RANK_CHUNK,
+                     "place_ranks": max(n for n in counts if n <= args.matrices_up_to), "results": []}
+
+    def report(incomplete: str = "") -> None:  # after each step: a stopped run keeps what it measured
+        summary.update(load_average=os.getloadavg(), **({"incomplete": incomplete} if incomplete else {}))
+        if not incomplete:
+            summary.pop("incomplete", None)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+        args.output.with_suffix(".md").write_text(table(summary))
+
     with tempfile.TemporaryDirectory(prefix="archive-") as tmp:
         start = time.perf_counter()
         written = synthetic.write_series(Path(tmp) / "files", counts, modes=("slt",), ppn=args.ppn, steps=args.steps,
                                          matrices_up_to=args.matrices_up_to)
-        generated = time.perf_counter() - start
+        summary["generate_s"] = time.perf_counter() - start
+        print(f"generated {len(counts)} runs in {summary['generate_s']:.0f} s", flush=True)
         files = sorted(str(p) for p in written if p.suffix == ".mpinside")
         sidecars = [p for p in written if p.name.endswith(".perfkit.json")]
-        place_ranks = max(n for n in counts if n <= args.matrices_up_to)
-        place_run = synthetic.run_label(place_ranks, "slt")
         store = Path(tmp) / "study.zarr"
-        results = []
         needed = set(args.only) | ({"convert"} if set(args.only) - {"open_runs"} else set())  # the store
-        for step in (step for step in STEPS if step in needed):
-            row = measure(step, files, store, place_run, args.ppn)
+        steps = [step for step in STEPS if step in needed]
+        for k, step in enumerate(steps):
+            report(f"running {step}; not measured: {', '.join(steps[k:])}")
+            row = measure(step, files, store, summary["place_ranks"], args.ppn)
             if step in ("open_runs", "convert"):
-                row["files_per_s"] = len(files) / row["wall_s"]
-            results.append(row)
+                row.update(files_per_s=len(files) / row["wall_s"], ranks_per_s=sum(counts) / row["wall_s"])
+            if step == "convert":
+                files_bytes, store_bytes = folder_bytes([Path(f) for f in files] + sidecars), folder_bytes([store])
+                summary.update(files_mib=files_bytes / 2**20, store_mib=store_bytes / 2**20,
+                               store_over_files=store_bytes / files_bytes)
+            summary["results"].append(row)
             print(json.dumps(row), flush=True)
-        files_bytes = folder_bytes([Path(f) for f in files] + sidecars)
-        store_bytes = folder_bytes([store])
-    summary = {"runs": args.runs, "ranks": counts, "steps": args.steps, "ppn": args.ppn,
-               "matrices_up_to": args.matrices_up_to, "rank_chunk": RANK_CHUNK, "generate_s": generated,
-               "place_ranks": place_ranks, "files_mib": files_bytes / 2**20, "store_mib": store_bytes / 2**20,
-               "store_over_files": store_bytes / files_bytes, "load_average": os.getloadavg(), "results": results}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
-    args.output.with_suffix(".md").write_text(table(summary))
+    report()
     print(table(summary))
 
 
