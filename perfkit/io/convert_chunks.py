@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,9 @@ def write_group(ds: xr.Dataset, part: Path, chunks: Mapping[str, int]) -> None:
     """Write ``ds``'s data variables (``writable``) to the new zarr format 2 group ``part``, as
     ``Dataset.to_zarr`` with ``COMPRESSOR`` would: chunks of ``chunks[dim]`` (whole along other dims),
     chunk files of fill value (NaN) only left out, consolidated metadata; coordinates and the
-    Dataset's attributes are not written."""
+    Dataset's attributes are not written. A group left at ``part`` (a task run again) is replaced."""
+    if part.exists():
+        shutil.rmtree(part)
     part.mkdir()
     meta: dict[str, Any] = {".zgroup": {"zarr_format": 2}, ".zattrs": {}}
     for name, var in ds.data_vars.items():
