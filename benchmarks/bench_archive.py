@@ -12,7 +12,10 @@ imports (and, for the analyses, after ``perfkit.load``), sampled every 2 ms:
 * ``load``: ``perfkit.load(store, chunks={"rank": 4096})``, lazy;
 * ``scaling``, ``pop_metrics``, ``imbalance``, ``diagnose``: on that lazy cube;
 * ``place``: ``perfkit.place`` (Scotch) of the largest run with a matrix, named by its label in the whole
-  lazy store (only that run's block of pairs is read); the Scotch worker's own peak is reported beside.
+  lazy store (only that run's block of pairs is read); the Scotch worker's own peak is reported beside;
+* ``place_large``: the same on one run of ``--large-ranks`` ranks (``synthetic.generate_run``, sparse,
+  2 steps) saved alone with ``perfkit.save``, without files (reading MPInside's per-rank size tables
+  costs about 3.5 ms a rank); its generation and save times and store size are reported.
 
 The store's size is compared with the files' (MPInside files and their sidecars).
 
@@ -34,7 +37,8 @@ from timing import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-STEPS = ("open_runs", "convert", "load", "scaling", "pop_metrics", "imbalance", "diagnose", "place")
+STEPS = ("open_runs", "convert", "load", "scaling", "pop_metrics", "imbalance", "diagnose", "place", "place_large")
+FILE_STEPS = STEPS[:-1]  # the steps on the study's files and their store
 RANK_CHUNK = 4096
 
 MEASURE = """
@@ -111,6 +115,20 @@ def measure(step: str, files: list[str], store: Path, place_ranks: int, ppn: int
     return run_script(MEASURE, step, json.dumps(files), store, place_ranks, ppn, RANK_CHUNK)
 
 
+def save_large(ranks: int, store: Path) -> dict:
+    """Generate one sparse synthetic run of ``ranks`` ranks and save it alone at ``store``; its numbers."""
+    from perfkit import save, synthetic
+
+    start = time.perf_counter()
+    run, _ = synthetic.generate_run(ranks, "slt", steps=2)
+    generated = time.perf_counter() - start
+    pairs = int(run["traffic"].data.nnz // run.sizes["quantity"])
+    start = time.perf_counter()
+    save(run, store)
+    return {"ranks": ranks, "pairs": pairs, "generate_s": generated, "save_s": time.perf_counter() - start,
+            "store_mib": folder_bytes([store]) / 2**20}
+
+
 def table(summary: dict) -> str:
     """The markdown table of ``summary``."""
     store = (f"files {summary['files_mib']:.1f} MiB, store {summary['store_mib']:.1f} MiB "
@@ -125,11 +143,16 @@ def table(summary: dict) -> str:
         rate = (f"{row['files_per_s']:.2f} | {row['ranks_per_s']:,.0f}" if "files_per_s" in row else " | ")
         lines.append(f"| {row['step']} | {row['wall_s']:.2f} | {row['peak_increase_mib']:.0f} | {rate} |")
     for row in summary["results"]:
-        if row["step"] == "place":
-            lines += ["", f"place: Scotch's {row['route']} route on {row['ranks']:,} ranks ({row['run']}), mapping "
+        if row["step"] in ("place", "place_large"):
+            lines += ["", f"{row['step']}: Scotch's {row['route']} route on {row['ranks']:,} ranks ({row['run']}), "
+                      f"mapping "
                       f"{row['map_s']:.1f} s, inter-node share of bytes {row['inter_node_fraction']:.0%}"
                       f"{' (block kept)' if row['kept_block'] else ''}; the Scotch worker's peak "
                       f"{row['worker_peak_mib']:.0f} MiB."]
+    if "large" in summary:
+        large = summary["large"]
+        lines += ["", f"place_large's run: {large['ranks']:,} ranks, {large['pairs']:,} pairs, generated in "
+                  f"{large['generate_s']:.1f} s, saved in {large['save_s']:.1f} s, store {large['store_mib']:.1f} MiB."]
     if "incomplete" in summary:
         lines += ["", f"Incomplete: {summary['incomplete']}."]
     return "\n".join(lines) + "\n"
@@ -143,6 +166,7 @@ def main() -> None:
     parser.add_argument("--matrices-up-to", type=int, default=16_384)
     parser.add_argument("--steps", type=int, default=10, help="time steps of each synthetic run")
     parser.add_argument("--ppn", type=int, default=24)
+    parser.add_argument("--large-ranks", type=int, default=100_000, help="ranks of place_large's run")
     parser.add_argument("--only", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument("--output", type=Path, default=RESULTS / "archive")
     args = parser.parse_args()
@@ -162,19 +186,25 @@ def main() -> None:
         args.output.with_suffix(".md").write_text(table(summary))
 
     with tempfile.TemporaryDirectory(prefix="archive-") as tmp:
+        store = Path(tmp) / "study.zarr"
+        needed = set(args.only) | ({"convert"} if set(args.only) & set(FILE_STEPS[2:]) else set())  # the store
+        steps = [step for step in STEPS if step in needed]
         start = time.perf_counter()
-        written = synthetic.write_series(Path(tmp) / "files", counts, modes=("slt",), ppn=args.ppn, steps=args.steps,
-                                         matrices_up_to=args.matrices_up_to)
+        written = [] if not set(steps) & set(FILE_STEPS) else synthetic.write_series(
+            Path(tmp) / "files", counts, modes=("slt",), ppn=args.ppn, steps=args.steps,
+            matrices_up_to=args.matrices_up_to)
         summary["generate_s"] = time.perf_counter() - start
         print(f"generated {len(counts)} runs in {summary['generate_s']:.0f} s", flush=True)
         files = sorted(str(p) for p in written if p.suffix == ".mpinside")
         sidecars = [p for p in written if p.name.endswith(".perfkit.json")]
-        store = Path(tmp) / "study.zarr"
-        needed = set(args.only) | ({"convert"} if set(args.only) - {"open_runs"} else set())  # the store
-        steps = [step for step in STEPS if step in needed]
         for k, step in enumerate(steps):
             report(f"running {step}; not measured: {', '.join(steps[k:])}")
-            row = measure(step, files, store, summary["place_ranks"], args.ppn)
+            if step == "place_large":
+                store = Path(tmp) / "large.zarr"
+                summary["large"] = save_large(args.large_ranks, store)
+                row = measure("place", [], store, args.large_ranks, args.ppn) | {"step": step}
+            else:
+                row = measure(step, files, store, summary["place_ranks"], args.ppn)
             if step in ("open_runs", "convert"):
                 row.update(files_per_s=len(files) / row["wall_s"], ranks_per_s=sum(counts) / row["wall_s"])
             if step == "convert":
