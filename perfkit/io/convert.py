@@ -78,6 +78,9 @@ SMALL_RUN = 2**20
 #: At most this many bytes of such small runs are kept in memory; the following ones go to parts.
 HELD_SMALL_RUNS = 2**27
 #: Without a client and ``workers``, a local process pool is started for more files than this.
+#: On a pool or a cluster, files of at most this many bytes in all are read by one task (a task costs a round
+#: trip between processes: 300 mpiP reports of a few kB, one a task, spent more time in them than in reading).
+TASK_BYTES = 2**22
 LOCAL_POOL_FROM = 20
 #: ``Dataset.encoding`` key of a run read from a temporary group: the group's path.
 PART = "perfkit_part"
@@ -342,17 +345,20 @@ def _read_all(tasks: Sequence[tuple[Path, str | None, dict[str, Any]]], work: Pa
     calls = [(path, fmt, meta, work / f"{k}.zarr", errors) for k, (path, fmt, meta) in enumerate(tasks)]
     results: list[Any] = [None] * len(calls)
     held = 0  # bytes of small runs kept in memory; beyond HELD_SMALL_RUNS they go to parts too
+    threads = active_client() is None and _local_workers(len(calls), workers) <= 1
     with closing(_completed(calls, workers)) as completed:  # closed at once on error: no read goes on
         for k, result in _progress(completed, len(calls), show, "reading"):
-            if isinstance(result, xr.Dataset):
+            if isinstance(result, Written) and not threads:  # while the workers read on
+                result = result.opened()
+            elif isinstance(result, xr.Dataset) and not _is_lazy(result):
                 size = result.nbytes
                 held += size
                 if held > HELD_SMALL_RUNS:
                     result = write_part(result, calls[k][3])
                     held -= size
             results[k] = result
-    # opened once every read has ended: zarr's calls wait for its event loop's thread, which readers
-    # holding the GIL held up (40 ms a run, against 6 ms after)
+    # in threads, opened once every read has ended: zarr's calls wait for its event loop's thread, which
+    # readers holding the GIL held up (40 ms a run, against 6 ms after)
     return [result.opened() if isinstance(result, Written) else result for result in results]
 
 
@@ -361,37 +367,68 @@ def _is_lazy(ds: xr.Dataset) -> bool:
 
 
 def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterator[tuple[int, Any]]:
-    """(task index, result) as tasks complete: distributed client, local process pool or this process's
-    threads."""
+    """(task index, result) as tasks complete: distributed client, local process pool (small files a few to
+    a task, ``_grouped``) or this process's threads."""
     client = active_client()
     if client is not None:
         from distributed import as_completed
 
-        futures = client.map(read_part, *(list(args) for args in zip(*calls)), pure=False)  # one message
-        index = {future.key: k for k, future in enumerate(futures)}
+        slots = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
+        groups = _grouped(calls, max(slots, 1))
+        futures = client.map(read_parts, [[calls[k] for k in group] for group in groups], pure=False)  # one message
+        index = {future.key: group for future, group in zip(futures, groups)}
         try:  # results fetched as tasks end, not one round trip after another
-            for future, result in as_completed(futures, with_results=True):
-                yield index[future.key], result
+            for future, results in as_completed(futures, with_results=True):
+                yield from zip(index[future.key], results)
         finally:
             client.cancel(futures)
         return
-    n = min(len(calls), workers or (os.cpu_count() or 1 if len(calls) > LOCAL_POOL_FROM else 1))
+    n = _local_workers(len(calls), workers)
     if n <= 1:
         yield from _in_threads(calls)
         return
     with ignored_by_children():  # the readers are started by the first submits; this process stops them
         pool = _local_pool(n)
-        pending = {pool.submit(read_part, *call): k for k, call in enumerate(calls)}
+        pending = {pool.submit(read_parts, [calls[k] for k in group]): group for group in _grouped(calls, n)}
     done = False
     try:
         for future in pool_completed(pending):
-            yield pending[future], future.result()
+            yield from zip(pending[future], future.result())
         done = True
     finally:
         for future in pending:
             future.cancel()
         if not done:  # an error, or a stop: the readers are shut down (after the reads under way)
             _drop_pool()
+
+
+def read_parts(calls: Sequence[tuple[Any, ...]]) -> list[xr.Dataset | Written | Refusal]:
+    """``read_part`` of each call, in a worker process."""
+    return [read_part(*call) for call in calls]
+
+
+def _grouped(calls: Sequence[tuple[Any, ...]], slots: int) -> list[list[int]]:
+    """Positions of ``calls`` by task: consecutive files of at most ``TASK_BYTES`` in all, at most a quarter of
+    an even share of ``slots`` workers (so that their loads stay balanced); a larger file alone."""
+    most = max(1, -(-len(calls) // (4 * slots)))
+    groups: list[list[int]] = []
+    size = 0
+    for k, call in enumerate(calls):
+        try:
+            bytes_ = os.stat(call[0]).st_size
+        except OSError:  # read (and refused or raised) by its task
+            bytes_ = 0
+        if not groups or size + bytes_ > TASK_BYTES or len(groups[-1]) >= most:
+            groups.append([])
+            size = 0
+        groups[-1].append(k)
+        size += bytes_
+    return groups
+
+
+def _local_workers(files: int, workers: int | None) -> int:
+    """Processes of the local pool reading ``files`` files (1: this process)."""
+    return min(files, workers or (os.cpu_count() or 1 if files > LOCAL_POOL_FROM else 1))
 
 
 def _in_threads(calls: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, Any]]:
@@ -504,7 +541,11 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                             target, append_dim=sparse_traffic.PAIR_DIM, zarr_format=2)
                         block = block.assign(tables.drop_dims(sparse_traffic.PAIR_DIM).data_vars)
                         written += tables.sizes[sparse_traffic.PAIR_DIM]
-                    block.to_zarr(target, region={"run": slice(start, start + len(parts))}, zarr_format=2)
+                    if not _is_lazy(block):  # float64 arrays' chunks compressed and written here, not by zarr
+                        block = block.drop_vars([name for name, var in block.data_vars.items()
+                                                 if convert_chunks.write_region(target, str(name), var.values, start)])
+                    if block.data_vars:
+                        block.to_zarr(target, region={"run": slice(start, start + len(parts))}, zarr_format=2)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     with deferred():

@@ -118,9 +118,29 @@ def write_group(ds: xr.Dataset, part: Path, chunks: Mapping[str, int]) -> None:
     (part / ".zmetadata").write_text(json.dumps({"metadata": meta, "zarr_consolidated_format": 1}, indent=2))
 
 
-def _write_chunks(data: np.ndarray, chunk: tuple[int, ...], folder: Path) -> None:
+def write_region(store: Path, name: str, data: np.ndarray, first: int) -> bool:
+    """Write the float64 ``data`` into the runs ``first``, ``first + 1``... of the array ``name`` of the zarr
+    format 2 ``store`` (laid out, those runs' chunks not written yet), whole along its other dims, as
+    ``write_group`` writes chunks; ``False`` (nothing written) unless the array is one it writes: float64,
+    fill value NaN, ``COMPRESSOR``, one run a chunk, the same shape after ``run``."""
+    meta = _metadata(store / name)
+    if meta is None or data.dtype != np.float64:
+        return False
+    zarray = meta[0]
+    expected = {"dtype": "<f8", "fill_value": "NaN", "order": "C", "filters": None, "dimension_separator": ".",
+                "compressor": COMPRESSOR.get_config(), "zarr_format": 2}
+    if any(zarray.get(k) != v for k, v in expected.items()) or zarray["chunks"][0] != 1:
+        return False
+    if list(data.shape[1:]) != zarray["shape"][1:] or first + data.shape[0] > zarray["shape"][0]:
+        return False
+    _write_chunks(data, tuple(zarray["chunks"]), store / name, first)
+    return True
+
+
+def _write_chunks(data: np.ndarray, chunk: tuple[int, ...], folder: Path, first: int = 0) -> None:
     """The chunk files of ``data`` in ``folder``: each block of shape ``chunk`` (padded with NaN at the
-    far edges), compressed; blocks of NaN only are not written."""
+    far edges), compressed; blocks of NaN only are not written. ``first``: the chunk index of ``data``'s
+    first block along the first dim."""
     counts = [-(-n // c) for n, c in zip(data.shape, chunk)]
     for index in np.ndindex(*counts):
         block = data[tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, chunk))]
@@ -128,4 +148,5 @@ def _write_chunks(data: np.ndarray, chunk: tuple[int, ...], folder: Path) -> Non
             continue
         if block.shape != chunk:
             block = np.pad(block, [(0, c - n) for c, n in zip(chunk, block.shape)], constant_values=np.nan)
-        (folder / ".".join(map(str, index))).write_bytes(COMPRESSOR.encode(np.ascontiguousarray(block)))
+        key = ".".join(map(str, (index[0] + first, *index[1:])))
+        (folder / key).write_bytes(COMPRESSOR.encode(np.ascontiguousarray(block)))

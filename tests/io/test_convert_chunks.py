@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numcodecs
 import numpy as np
 import xarray as xr
 from hypothesis import HealthCheck, given, settings
@@ -117,3 +118,29 @@ def test_only_float_arrays_in_memory_are_written_directly():
     assert not convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), values)}).chunk())
     assert not convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), np.zeros((1, 0)))}))
     assert not convert_chunks.writable(xr.Dataset({"v": (("run", "rank"), values, {"n": np.int64(1)})}))
+
+
+def test_write_region_writes_runs_into_a_laid_out_store_as_zarr_does(tmp_path):
+    rng = np.random.default_rng(3)
+    values = rng.random((5, 7, 3))
+    values[1] = np.nan  # a run of NaN only: no chunk file
+    values[2, 4:] = np.nan
+    laid = xr.Dataset({"v": (("run", "rank", "metric"), np.full((6, 7, 3), np.nan))}).chunk({"run": 1, "rank": 4})
+    encoding = {"v": {"chunks": (1, 4, 3), "compressors": (convert_chunks.COMPRESSOR,)}}
+    for name in ("mine", "zarr"):
+        laid.to_zarr(tmp_path / f"{name}.zarr", mode="w", compute=False, zarr_format=2, encoding=encoding)
+    assert convert_chunks.write_region(tmp_path / "mine.zarr", "v", values, 1)
+    xr.Dataset({"v": (("run", "rank", "metric"), values)}).to_zarr(tmp_path / "zarr.zarr", region={"run": slice(1, 6)},
+                                                                   zarr_format=2)
+    mine, theirs = (xr.open_zarr(tmp_path / f"{name}.zarr", consolidated=False).load() for name in ("mine", "zarr"))
+    xr.testing.assert_identical(mine, theirs)
+    np.testing.assert_array_equal(mine["v"].values[1:], values)
+    assert ({p.name for p in (tmp_path / "mine.zarr" / "v").iterdir()}
+            == {p.name for p in (tmp_path / "zarr.zarr" / "v").iterdir()})
+    assert not convert_chunks.write_region(tmp_path / "mine.zarr", "v", values[:, :6], 0)  # not whole along rank
+    assert not convert_chunks.write_region(tmp_path / "mine.zarr", "v", values, 2)  # past the last run
+    assert not convert_chunks.write_region(tmp_path / "mine.zarr", "v", values.astype(np.float32), 0)
+    laid.to_zarr(tmp_path / "zstd.zarr", mode="w", compute=False, zarr_format=2,
+                 encoding={"v": {"chunks": (1, 4, 3), "compressors": (numcodecs.Zstd(),)}})
+    assert not convert_chunks.write_region(tmp_path / "zstd.zarr", "v", values, 0)
+    assert not any(p.name[0] != "." for p in (tmp_path / "zstd.zarr" / "v").iterdir())
