@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import itertools
 import json
 import os
 import shutil
@@ -17,6 +18,8 @@ import numpy as np
 import psutil
 import pytest
 import xarray as xr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import perfkit
 from perfkit import synthetic
@@ -451,3 +454,26 @@ def test_reads_reuse_the_heap_in_a_worker_that_trims_it():
     outside, inside, after = map(int, out.stdout.split())
     assert outside > 1000 and after > 1000  # measured 5,160 each (transparent huge pages: fewer than 20,480)
     assert inside < outside / 10  # measured 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 3 * 2**20), min_size=1, max_size=60), slots=st.integers(1, 8))
+def test_small_files_are_read_a_few_to_a_task(tmp_path_factory, sizes, slots):
+    """Tasks take consecutive files in order, at most TASK_BYTES of them unless one file alone, and at most a
+    quarter of a worker's even share."""
+    from perfkit.io import convert
+
+    folder = tmp_path_factory.mktemp("files")
+    calls = []
+    for k, size in enumerate(sizes):
+        path = folder / f"{k}.mpinside"
+        with path.open("wb") as handle:
+            handle.truncate(size)
+        calls.append((path,))
+    groups = convert._grouped(calls, slots)
+    assert [k for group in groups for k in group] == list(range(len(sizes)))
+    most = -(-len(sizes) // (4 * slots))
+    for group in groups:
+        assert len(group) == 1 or (sum(sizes[k] for k in group) <= convert.TASK_BYTES and len(group) <= most)
+    for before, after in itertools.pairwise(groups):  # a task is closed only when the next file would not fit
+        assert len(before) == most or sum(sizes[k] for k in [*before, after[0]]) > convert.TASK_BYTES
