@@ -90,7 +90,8 @@ def measure(files: list[Path], work: Path, repeat: int) -> dict[str, object]:
             out[f"convert_localcluster_{n}_workers"] = rate(convert, len(files), repeat)
     ref = out["open_runs_threads"]
     store = convert(workers=1)
-    result = {"files": len(files), "files_mb": round(sum(f.stat().st_size for f in files) / 1e6, 1),
+    result = {"load_average_after": [round(x, 1) for x in os.getloadavg()],
+              "files": len(files), "files_mb": round(sum(f.stat().st_size for f in files) / 1e6, 1),
               "store_mb": round(size_mb(store), 1),
               "files_per_s": {k: round(v, 1) for k, v in out.items()},
               "ratio_to_open_runs": {k: round(v / ref, 2) for k, v in out.items()},
