@@ -1,9 +1,10 @@
 """``convert``: read many profiles in parallel into one zarr store, one run at a time.
 
 Each file is read by a worker (the active ``dask.distributed`` client's, else a local process
-pool) and written, compressed and chunked as the store, to its own temporary zarr group; the
-worker returns only the lazy, dask-backed Dataset of that group (a small run, up to ``SMALL_RUN``
-bytes, comes back in memory, up to ``HELD_SMALL_RUNS`` bytes of them in all). The union of the
+pool, else a thread of this process) and written, compressed and chunked as the store, to its own
+temporary zarr group; the worker returns only the group's path and the run's coordinates, opened
+lazily here (a small run, up to ``SMALL_RUN`` bytes, comes back in memory, up to
+``HELD_SMALL_RUNS`` bytes of them in all; small files are read a few to a task). The union of the
 runs' coordinates is then known without holding any large run, and the final store is laid out
 with it (all cells NaN). A variable of a group whose labels line up with the store's chunks is
 moved in by renaming its chunk files (``perfkit.io.convert_chunks``: no byte rewritten); the
@@ -103,8 +104,9 @@ def convert(
     Files are read in parallel: on the active ``dask.distributed`` client when there is one, else
     in ``workers`` local processes (default: one per core for more than ``LOCAL_POOL_FROM`` files,
     else this process; ``1``: this process; the processes are kept for the next call of the same size
-    and end with this one). Each run is written as soon as it is read, so memory holds a few runs at
-    most, whatever their number; open the result lazily with ``perfkit.load(output, chunks={...})``.
+    and end with this one); in this process, in threads, one a core, as ``open_runs``. Each run is
+    written as soon as it is read, so memory holds a few runs at most, whatever their number; open
+    the result lazily with ``perfkit.load(output, chunks={...})``.
     The store holds what ``perfkit.open_runs`` on the same files returns (same layout, coordinates, warnings):
     the rank axis is the union of the runs' ranks, NaN outside each run's.
 
