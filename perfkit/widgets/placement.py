@@ -22,9 +22,11 @@ of its directory under that strategy, compared while that strategy is shown.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import math
 import threading
+import time
 from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -469,6 +471,9 @@ class PlacementView:
         self._answered = 0  # the last job generation that has shown something
         self._completed = 0  # the last job generation whose whole result (with its prediction) has been shown
         self._doc = pn.state.curdoc
+        self._loop = _running_loop()  # a kernel's: in a notebook the page is changed from its thread only
+        self._pending: list[Any] = []  # page changes from the job's thread, waiting for the loop
+        self._delivered = threading.Event()
         self.controls = self._controls()
         self.progress = pn.indicators.Progress(value=-1, active=False, visible=False, width=160, margin=(14, 10))
         self.cancel = pn.widgets.Button(label="Cancel", color="warning", visible=False, width=90)
@@ -573,8 +578,17 @@ class PlacementView:
         return io.StringIO(self.result.placed.write(fmt))
 
     def wait(self, timeout: float = 120.0) -> PlacementResult | None:
-        """Block until the current job ends (for scripts and tests): its result, or None after an error or Cancel."""
-        self._settled.wait(timeout)
+        """Block until the current job ends (for scripts and tests): its result, or None after an error or Cancel.
+
+        Called from a notebook cell (the kernel's loop thread, which it blocks), it applies the job's page
+        changes itself."""
+        deadline = time.monotonic() + timeout
+        while not self._settled.is_set() and (left := deadline - time.monotonic()) > 0:
+            if self._on_loop_thread():
+                self._delivered.wait(left)
+                self._run_pending()
+            else:
+                self._settled.wait(left)
         return self.result if self._current_ok else None
 
     # --- background job -----------------------------------------------------------------------
@@ -630,10 +644,28 @@ class PlacementView:
         return pn.io.hold(self._doc) if self._served() else nullcontext()
 
     def _schedule(self, callback: Any) -> None:
-        """Run ``callback`` where the page may be changed: the server's event loop, or here in a notebook."""
+        """Run ``callback`` where the page may be changed: the server's event loop, a notebook kernel's loop
+        (messages to a notebook page sent from two threads at once interleave their parts, and the page
+        then takes no further change), else here."""
         if self._served():
             self._doc.add_next_tick_callback(callback)
+        elif self._loop is not None and not self._on_loop_thread():
+            with self._lock:
+                self._pending.append(callback)
+            self._delivered.set()
+            self._loop.call_soon_threadsafe(self._run_pending)
         else:
+            callback()
+
+    def _on_loop_thread(self) -> bool:
+        return self._loop is not None and _running_loop() is self._loop
+
+    def _run_pending(self) -> None:
+        """The page changes delivered so far, in order (on the kernel's loop thread)."""
+        with self._lock:
+            callbacks, self._pending = self._pending, []
+            self._delivered.clear()
+        for callback in callbacks:
             callback()
 
     def _finish(self, generation: int, outcome: PlacementResult | Exception, final: bool = True) -> None:
@@ -699,6 +731,14 @@ class PlacementView:
         self.progress.param.update(active=False, visible=False)
         self.cancel.visible = False
         self.status.object = message
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread (a Jupyter kernel's, a server's), or None."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _download_label(fmt: str) -> str:

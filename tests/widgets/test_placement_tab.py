@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 
@@ -291,6 +292,27 @@ def test_a_map_arriving_after_its_prediction_is_dropped(run96, monkeypatch):
     assert view.result.placed.strategy == "round_robin" and view.result.prediction is not None
     assert view.forecast.visible and view.prediction.object.startswith("**Predicted elapsed time** placed by")
     assert view._settled.is_set() and not view.progress.visible
+
+
+def test_in_a_kernel_the_page_changes_on_the_loop_thread_only(run96):
+    """In a notebook kernel (a running event loop) the job's results reach the page from the loop's thread:
+    a Voila page took no further change after parts of two messages sent from two threads interleaved."""
+    async def kernel() -> tuple[set[int], list[str]]:
+        view = placement_view(run96, link_rate="1gbit")
+        changed_by: set[int] = set()
+        for pane in (view.status, view.decision, view.prediction):
+            pane.param.watch(lambda _: changed_by.add(threading.get_ident()), "object")
+        first = view.wait()  # a cell that waits: blocks the loop, so it applies the changes itself
+        view.state.strategy = "round_robin"  # a control changed from the page: the loop runs on
+        for _ in range(600):
+            await asyncio.sleep(0.05)
+            if view._settled.is_set():
+                break
+        return changed_by, [first.placed.strategy, view.result.placed.strategy, view.prediction.object]
+
+    changed_by, (first, second, prediction) = asyncio.run(kernel())
+    assert changed_by == {threading.get_ident()}
+    assert (first, second) == ("scotch", "round_robin") and prediction.startswith("**Predicted elapsed time**")
 
 
 def test_dataset_without_traffic_is_refused(run96):
