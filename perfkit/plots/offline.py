@@ -5,7 +5,7 @@ notebook, and panel inlines the stylesheets of the objects it displays itself. P
 displays directly still point their layout and theme stylesheets at panel's CDN; the hook installed
 here swaps those for the copies shipped inside the panel package, whenever panel is in inline mode.
 The logos come without holoviews' "extension loaded" info sign (a character most fonts lack, drawn as
-a box).
+a box). Plots are drawn on a 2D canvas, not WebGL (:mod:`perfkit.plots.canvas`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from panel.io.notebook import patch_inline_stylesheets
 from panel.io.resources import CDN_DIST
 from panel.viewable import Viewable
 
+from perfkit.plots.canvas import use_canvas
+
 
 def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
     """Load the bokeh plotting and panel widget extensions with all resources inline.
@@ -31,6 +33,7 @@ def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
     with environment(HV_HIDE_TOOLTIP_LOGO="1"):
         hv.extension("bokeh", inline=True)
     pn.extension(inline=True, comms=comms)
+    use_canvas()
     if inline_cdn_stylesheets not in Viewable._preprocessing_hooks:
         Viewable._preprocessing_hooks.append(inline_cdn_stylesheets)
 

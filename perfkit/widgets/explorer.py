@@ -41,6 +41,7 @@ from perfkit.analysis.diagnosis import diagnose
 from perfkit.analysis.imbalance import imbalance
 from perfkit.analysis.pop import pop_metrics
 from perfkit.model import TRAFFIC_DIMS
+from perfkit.plots.canvas import use_canvas
 from perfkit.plots.palette import label
 from perfkit.plots.pop import pop_plot, pop_styler
 from perfkit.plots.traffic import style_heatmap
@@ -58,6 +59,7 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
             link_rate: str = "") -> pn.Column:
     """The explorer dashboard for ``ds``: controls on top, one tab per view. ``rerun`` (the measured re-run
     of a placement) and ``link_rate`` (``"200mbit"``; empty: unknown) go to the placement tab."""
+    use_canvas()
     state = rank_state(ds, run)
     controls = rank_controls(ds, state)
     # selecting runs of a sparse traffic cube by a list is slow: views that do not draw traffic go without it
@@ -293,20 +295,48 @@ def block_sum(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n: int,
     return np.bincount(flat, weights=values, minlength=size * size).reshape(size, size), step
 
 
+class _Refresh(param.Parameterized):
+    """A tab's computations so far: each one is a new value of ``count``."""
+
+    count = param.Integer(default=0)
+
+
 def _add_tab(tabs: pn.Tabs, name: str, view: Callable[..., Any], *deps: Any, header: Any = None) -> None:
     """Append a tab whose ``view(*deps)`` is computed only while the tab is the active one.
 
-    While another tab is shown, changes leave the tab's last view untouched (nothing is computed
-    or sent to the browser); showing the tab again brings it up to date.
+    ``deps``: parameters (``state.param.run``) or widgets (their value). While another tab is shown,
+    their changes only mark the tab out of date: nothing is computed or sent to the browser, not even
+    its loading indicator (each one a layout pass of the whole page there); showing the tab brings it
+    up to date.
     """
     index = len(tabs)
+    refresh = _Refresh()
+    parameters = [dep.param.value if isinstance(dep, pn.widgets.Widget) else dep for dep in deps]
+    stale = [True]  # changed since last computed (never computed yet)
 
-    def render(active: int, *values: Any) -> Any:
-        if active != index:
+    def on_change(*_: Any) -> None:
+        if tabs.active == index:
+            refresh.count += 1
+        else:
+            stale[0] = True
+
+    def on_shown(event: param.parameterized.Event) -> None:
+        if event.new == index and stale[0]:
+            refresh.count += 1
+
+    def render(_count: int) -> Any:
+        if tabs.active != index:  # the page's first rendering of the hidden tab
             raise param.Skip
-        return view(*values)
+        stale[0] = False
+        return view(*(getattr(p.owner, p.name) for p in parameters))
 
-    body = pn.panel(pn.bind(render, tabs.param.active, *deps), lazy=True, loading_indicator=True)
+    owners: dict[int, tuple[Any, list[str]]] = {}
+    for parameter in parameters:  # one watcher per object: a change of several of its values is one change
+        owners.setdefault(id(parameter.owner), (parameter.owner, []))[1].append(parameter.name)
+    for owner, names in owners.values():
+        owner.param.watch(on_change, names)
+    tabs.param.watch(on_shown, "active")
+    body = pn.panel(pn.bind(render, refresh.param.count), lazy=True, loading_indicator=True)
     tabs.append((name, pn.Column(header, body, sizing_mode="stretch_width") if header is not None else body))
 
 

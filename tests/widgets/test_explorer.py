@@ -153,6 +153,26 @@ def test_hidden_tabs_compute_nothing(series, monkeypatch):
     assert len(calls) == 1
     tabs.active = tab_names(layout).index("traffic")
     assert calls[-1] == ("96/slt", "bytes", (10, 30))
+    tabs.active = 0
+    tabs.active = tab_names(layout).index("traffic")  # nothing changed while hidden: the last view stays
+    assert len(calls) == 2
+    widget(layout, pn.widgets.Select, "run").value = "48/slt"  # run, range and selection: one update
+    assert calls[2:] == [("48/slt", "bytes", (0, 47))]
+
+
+def test_hidden_tabs_send_no_loading_indicator(series):
+    """A tab's loading indicator is a layout pass of the whole page in the browser: only a computing tab shows it."""
+    layout = explore(series)
+    layout.get_root()
+    toggles = []
+    for part in layout.select():
+        part.param.watch(lambda event: toggles.append(event.new), "loading")
+    drag(widget(layout, pn.widgets.IntRangeSlider, "ranks"), (5, 20))
+    widget(layout, pn.widgets.Select, "metric").value = "calls"
+    assert toggles == []
+    tabs = layout.select(pn.Tabs)[0]
+    tabs.active = tab_names(layout).index("findings")
+    assert toggles == [True, False]
 
 
 def test_efficiency_tab_shows_the_pop_table_and_the_series(series):
