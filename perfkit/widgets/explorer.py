@@ -71,7 +71,8 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
 
     stream = view_stream(state)
     totals, chosen = selection_pane(profiles, state, stream)
-    tabs = pn.Tabs(("per rank", rank_pane(profiles, state, totals, chosen, stream=stream)), sizing_mode="stretch_width")
+    tabs = pn.Tabs(("per rank", rank_pane(profiles, state, totals, chosen, stream=stream)), dynamic=True,
+                   sizing_mode="stretch_width")
     in_state = (state.param.run, state.param.ranks, state.param.selected)
     if has_scaling(ds):
         _add_tab(tabs, "scaling", _once(lambda: _scaling_panel(profiles)))

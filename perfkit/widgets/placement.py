@@ -649,7 +649,7 @@ class PlacementView:
         then takes no further change), else here."""
         if self._served():
             self._doc.add_next_tick_callback(callback)
-        elif self._loop is not None and not self._on_loop_thread():
+        elif self._loop is not None and not self._loop.is_closed() and not self._on_loop_thread():
             with self._lock:
                 self._pending.append(callback)
             self._delivered.set()
