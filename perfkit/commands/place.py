@@ -45,7 +45,8 @@ def store_run(path: str | PathLike, run: str | None) -> xr.Dataset:
     from perfkit.storage import load
 
     ds = load(Path(path), chunks={})
-    one = ds.isel(run=[select_one(run_labels(ds), run, str(path), "the one to place with --run LABEL")])
+    k = select_one(run_labels(ds), run, str(path), "the one to place with --run LABEL")
+    one = ds.isel(run=slice(k, k + 1))  # a slice keeps the lazy blocks; a list goes through sparse's indexing
     if "traffic" not in one:
         raise ValueError(f"{path} holds no rank-to-rank traffic; place needs runs converted with their matrices")
     return one
