@@ -584,7 +584,7 @@ class PlacementView:
         changes itself."""
         deadline = time.monotonic() + timeout
         while not self._settled.is_set() and (left := deadline - time.monotonic()) > 0:
-            if self._on_loop_thread():
+            if self._on_loop_thread() and not self._served():
                 self._delivered.wait(left)
                 self._run_pending()
             else:
