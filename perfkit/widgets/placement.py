@@ -471,7 +471,7 @@ class PlacementView:
         self._answered = 0  # the last job generation that has shown something
         self._completed = 0  # the last job generation whose whole result (with its prediction) has been shown
         self._doc = pn.state.curdoc
-        self._loop = _running_loop()  # a kernel's: in a notebook the page is changed from its thread only
+        self._loop = _kernel_loop()  # in a notebook the page is changed from the kernel's loop thread only
         self._pending: list[Any] = []  # page changes from the job's thread, waiting for the loop
         self._delivered = threading.Event()
         self.controls = self._controls()
@@ -739,6 +739,21 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def _kernel_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the Jupyter kernel this runs in (None outside a kernel: a script's loop, such as a
+    browser driver's, may be marked running in this thread without serving callbacks while the script runs)."""
+    return _running_loop() if _in_kernel() else None
+
+
+def _in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (an IPython shell with a kernel)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return hasattr(get_ipython(), "kernel")
 
 
 def _download_label(fmt: str) -> str:
