@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -313,11 +314,7 @@ def test_in_a_kernel_the_page_changes_on_the_loop_thread_only(run96, monkeypatch
         return threading.get_ident(), changed_by, [first.placed.strategy, view.result.placed.strategy,
                                                    view.prediction.object]
 
-    ran: list = []  # in a thread of its own: this one may already be marked as running a loop (a browser driver's)
-    thread = threading.Thread(target=lambda: ran.append(asyncio.run(kernel())))
-    thread.start()
-    thread.join(120)
-    loop_thread, changed_by, (first, second, prediction) = ran[0]
+    loop_thread, changed_by, (first, second, prediction) = in_own_loop(kernel())
     assert changed_by == {loop_thread}
     assert (first, second) == ("scotch", "round_robin") and prediction.startswith("**Predicted elapsed time**")
 
@@ -331,11 +328,17 @@ def test_outside_a_kernel_a_running_loop_is_not_taken_for_one(run96):
         assert view._settled.wait(60)  # blocks the loop: results that waited for it would never come
         return view.result
 
+    assert in_own_loop(script()).placed.strategy == "round_robin"
+
+
+def in_own_loop(coroutine: Any) -> Any:
+    """``coroutine``'s result, run by an event loop in a thread of its own: this thread may already be marked
+    as running a loop (a browser driver's), where ``asyncio.run`` is refused."""
     ran: list = []
-    thread = threading.Thread(target=lambda: ran.append(asyncio.run(script())))
+    thread = threading.Thread(target=lambda: ran.append(asyncio.run(coroutine)))
     thread.start()
     thread.join(120)
-    assert ran[0].placed.strategy == "round_robin"
+    return ran[0]
 
 
 def test_dataset_without_traffic_is_refused(run96):
