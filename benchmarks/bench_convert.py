@@ -33,7 +33,7 @@ import distributed
 
 import perfkit
 from perfkit import synthetic
-from perfkit.io.mpinside_writer import write
+from perfkit.io.mpinside import write
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "convert.json"

@@ -19,7 +19,7 @@ import pandas as pd
 from timing import alternating_medians, peak_memory
 
 import perfkit
-from perfkit.io.mpinside_writer import write
+from perfkit.io.mpinside import write
 from perfkit.model import make_run
 
 RESULTS = Path(__file__).parent / "results" / "mpinside.json"

@@ -67,7 +67,7 @@ if what == "save":
     perfkit.save(run, work / "saved.zarr")
     out.update(save_s=time.perf_counter() - start, store_mb=size(work / "saved.zarr") / 1e6)
 elif what == "convert":
-    from perfkit.io.mpinside_writer import write
+    from perfkit.io.mpinside import write
     write(six_partner_run(), work / "run.mpinside")
     out.update(write_file_s=time.perf_counter() - start, file_mb=size(work / "run.mpinside") / 1e6)
     start = time.perf_counter()

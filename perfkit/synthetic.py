@@ -681,7 +681,7 @@ def write_series(out_dir: str | Path, nprocs: Sequence[int] = (48, 96, 192, 384)
     Transfer matrices and size histograms are written for runs of at most ``matrices_up_to`` and
     ``sizes_up_to`` ranks (``None``: always).
     """
-    from perfkit.io.mpinside_writer import write
+    from perfkit.io.mpinside import write
 
     out_dir = Path(out_dir)
     written: list[Path] = []

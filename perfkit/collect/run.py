@@ -19,7 +19,7 @@ from perfkit.collect.launch import with_environment
 from perfkit.collect.raw import read_raw
 from perfkit.collect.watchdog import Watchdog
 from perfkit.errors import PerfkitWarning
-from perfkit.io.mpinside_writer import write
+from perfkit.io.mpinside import write
 from perfkit.model import read_warnings
 
 TIMED_OUT = 124  # exit status reported when the launch was killed after `timeout`

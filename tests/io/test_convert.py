@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import perfkit
 from perfkit import synthetic
-from perfkit.io.mpinside_writer import write
+from perfkit.io.mpinside import write
 from perfkit.model import make_run
 from tests.helpers import ROOT
 

@@ -12,8 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import perfkit
-from perfkit.io import mpinside
-from perfkit.io.mpinside_writer import host_runs, write
+from perfkit.io.mpinside import host_runs, reader, write
 from perfkit.model import make_run, read_warnings
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "seed"
@@ -260,7 +259,7 @@ def test_tables_found_whatever_the_read_size(tmp_path, monkeypatch, chunk):
     text += ">>>> Something new <<<<\nA B\n1 2\n>>>> SIZE(i,j) <<<<\ni j value\n0 1 8\n"
     path = write_text(tmp_path, text)
     expected = perfkit.open_profile(path, format="mpinside")
-    monkeypatch.setattr(mpinside, "CHUNK", chunk)
+    monkeypatch.setattr(reader, "CHUNK", chunk)
     ds = perfkit.open_profile(path, format="mpinside")
     xr.testing.assert_identical(ds, expected)
     assert ds["system"].item() == "x"
@@ -366,7 +365,7 @@ def test_hosts_beyond_the_first_64_kib(tmp_path):
 
 
 def test_comments_before_the_tables_are_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(mpinside, "MAX_PREAMBLE", 100_000)
+    monkeypatch.setattr(reader, "MAX_PREAMBLE", 100_000)
     path = write_text(tmp_path, "# x\n" + "#" * 200_000 + "\n" + TABLES)
     with pytest.raises(perfkit.PerfkitFormatError, match="more than 100000 bytes of comments") as err:
         perfkit.open_profile(path, format="mpinside")

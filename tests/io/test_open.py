@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 import perfkit
-from perfkit.io.mpinside_writer import write
+from perfkit.io.mpinside import write
 from tests.helpers import ROOT, small_run
 
 

@@ -186,14 +186,14 @@ def test_point_to_point_waits_follow_their_definitions(recv_enter: int, send_ent
 
 def test_wait_rows_survive_mpinside_tables(tmp_path: Path) -> None:
     """A trace's Dataset written as MPInside tables reads back with its w_, r_ and b_ rows and kinds."""
-    from perfkit.io import mpinside_writer
+    from perfkit.io import mpinside
 
     trace = Trace({
         0: [Call("MPI_Send", 100, 700, send=[(1, 1, 4096)]), Call("MPI_Barrier", 800, 950)],
         1: [Call("MPI_Recv", 400, 700, recv=[(0, 1, 4096)]), Call("MPI_Barrier", 900, 950)],
     }, end=1000)
     ds = _read(tmp_path, trace)
-    back = perfkit.open_profile(mpinside_writer.write(ds, tmp_path / "tables.txt"), format="mpinside")
+    back = perfkit.open_profile(mpinside.write(ds, tmp_path / "tables.txt"), format="mpinside")
     for function in ("r_MPI_Send", "w_MPI_Recv", "b_MPI_Barrier"):
         assert back["kind"].sel(function=function).item() == ds["kind"].sel(function=function).item()
         np.testing.assert_allclose(back["profile"].isel(run=0).sel(function=function, metric="time"),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import perfkit
 from perfkit.cli import main
-from perfkit.io.mpinside_writer import write
+from perfkit.io.mpinside import write
 from perfkit.model import make_run
 from perfkit.placement.launch import read_launch
 from perfkit.placement.network import REPEATABILITY, Network, link_seconds

@@ -26,7 +26,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
-from perfkit.io.mpinside_names import column_function
+from perfkit.io.mpinside.names import column_function
 from perfkit.model import COLLECTIVE_BYTES, SIZE_STATS, TRAFFIC_QUANTITIES, dense_traffic, make_run
 from perfkit.options import too_big
 

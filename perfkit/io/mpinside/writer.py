@@ -1,4 +1,4 @@
-"""Write a one-run canonical Dataset as MPInside text tables (the layout ``mpinside.read`` reads)."""
+"""Write a one-run canonical Dataset as MPInside text tables (the layout ``perfkit.io.mpinside.read`` reads)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from perfkit.io.mpinside_names import column_name
+from perfkit.io.mpinside.names import column_name
 
 TABLES = (
     ("time", "Communication time totals (s)", "%.6f"),
@@ -62,7 +62,7 @@ def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str =
 
 def host_runs(hosts: Sequence[str]) -> list[str | list[str | int]]:
     """The host of each rank in order, compactly: ``[host, count]`` for ``count`` > 1 consecutive ranks on
-    one host, the name alone for one rank (``perfkit.io.mpinside`` reads it back)."""
+    one host, the name alone for one rank (``perfkit.io.mpinside.read`` reads it back)."""
     hosts = np.asarray(hosts, dtype=str)
     if not hosts.size:
         return []
