@@ -14,11 +14,12 @@ from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
 from perfkit.io.open import open_profile, open_runs
 from perfkit.model import KINDS, METRICS, combine_runs, validate
 from perfkit.options import get_options, set_options
-from perfkit.storage import load, save
 
 # Public names that live in heavier modules, imported on first use.
 _LAZY = {
     "convert": "perfkit.io.convert",
+    "load": "perfkit.storage",
+    "save": "perfkit.storage",
     "open_matrix": "perfkit.io.matrix",
     "scaling": "perfkit.analysis.scaling",
     "fit_amdahl": "perfkit.analysis.models",

@@ -24,6 +24,7 @@ than the first compute only while they are shown, with a loading indicator while
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,7 @@ from perfkit.widgets.compare import compare_controls, compare_view, has_comparis
 from perfkit.widgets.findings import findings_list
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_pane, rank_state, view_stream
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
+from perfkit.widgets.warmup import Memo, Warmup, shared
 
 #: Largest side of the traffic heatmap: bigger matrices are summed over square blocks of ranks.
 MAX_CELLS = 256
@@ -74,15 +76,21 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     tabs = pn.Tabs(("per rank", rank_pane(profiles, state, totals, chosen, stream=stream)), dynamic=True,
                    sizing_mode="stretch_width")
     in_state = (state.param.run, state.param.ranks, state.param.selected)
+    warmup = Warmup()  # the hidden tabs' computations, in the background once the first plot is up
     if has_scaling(ds):
         _add_tab(tabs, "scaling", _once(lambda: _scaling_panel(profiles)))
-    pop = _once(lambda: pop_metrics(profiles))
+        warmup.add(lambda: importlib.import_module("perfkit.widgets.scaling"))
+    pop = shared(lambda: pop_metrics(profiles))
+    warmup.add(pop)
     series = _once(lambda: efficiency_view(profiles, pop()))
     _add_tab(tabs, "efficiency",
              lambda run, rr, sel: efficiency_tab(profiles, run, in_view(run, rr, sel), pop(), series()), *in_state)
+    diagnosed = Memo(lambda run, ranks, diagnose=diagnose: pd.DataFrame(
+        diagnose(profiles if ranks is None else profiles.sel(rank=ranks), run=run)))
     _add_tab(tabs, "findings", lambda run, rr, sel, by, metric: findings_view(
-        profiles, run, by, metric, ranks=in_view(run, rr, sel), state=state),
+        profiles, run, by, metric, ranks=in_view(run, rr, sel), state=state, diagnosed=diagnosed),
              *in_state, state.param.by, state.param.metric)
+    warmup.add(lambda: diagnosed(state.run, in_view(state.run, state.ranks, state.selected)))
     compared = with_rerun(profiles, rerun)
     if has_comparison(compared):
         run_a, run_b = compare_controls(compared, state)
@@ -103,6 +111,7 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
 
         columns = timeline_control(ds)
         _add_tab(tabs, "timeline", lambda run, n: timeline_view(ds, run, n), state.param.run, columns, header=columns)
+    pn.state.onload(warmup.start)  # served: once the page is up; in a notebook at once (the thread waits)
     n_runs = ds.sizes["run"]
     title = pn.pane.Markdown(f"### perfkit explorer: {n_runs} run{'s' * (n_runs > 1)}")
     return pn.Column(title, *controls, selection_controls(profiles, state), tabs, sizing_mode="stretch_width")
@@ -164,18 +173,20 @@ def subset_pop(ds: xr.Dataset) -> xr.Dataset:
 
 
 def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = "time",
-                  ranks: np.ndarray | None = None, state: RankState | None = None) -> pn.Column:
+                  ranks: np.ndarray | None = None, state: RankState | None = None,
+                  diagnosed: Callable[[str, np.ndarray | None], pd.DataFrame] | None = None) -> pn.Column:
     """Findings of :func:`perfkit.diagnose` for ``run`` (largest first, :func:`perfkit.widgets.findings.findings_list`:
     with ``state``, each selects the ranks it names), then the imbalance of ``metric`` per group.
 
-    Both on ``ranks`` only when given (the ranks in view), else on every rank of the run.
+    Both on ``ranks`` only when given (the ranks in view), else on every rank of the run. ``diagnosed(run, ranks)``:
+    the findings as a table when already computed (:class:`perfkit.widgets.warmup.Memo`).
     """
     where = "every rank" if ranks is None else f"{fmt.plural(ranks.size, 'rank')} in view ({describe_ranks(ranks)})"
     if ranks is not None:
         if ranks.size == 0:
             return pn.Column(pn.pane.Markdown(f"Findings for {run}: no rank in view (range and selection)."))
         ds = ds.sel(rank=ranks)
-    findings = pd.DataFrame(diagnose(ds, run=run))
+    findings = pd.DataFrame(diagnose(ds, run=run)) if diagnosed is None else diagnosed(run, ranks)
     unit = str(ds["units"].sel(metric=metric).item())
     note = f"Imbalance of {metric} per {by} across the ranks in view of {run} (largest max - mean first)."
     return pn.Column(pn.pane.Markdown(f"Findings for {run} on {where} (`perfkit.diagnose`), most time at stake "

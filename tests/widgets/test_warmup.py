@@ -1,0 +1,99 @@
+"""Background preparation of the explorer's hidden tabs: order, failures, sharing between threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import panel as pn
+
+from perfkit.widgets import warmup as module
+from perfkit.widgets.warmup import Memo, Warmup, shared
+
+
+def test_tasks_run_in_order_in_a_thread_of_their_own_after_the_delay():
+    seen = []
+    job = Warmup(delay_s=0.2)
+    job.add(lambda: seen.append(("first", threading.current_thread().name, time.monotonic())))
+    job.add(lambda: 1 / 0)  # a failure is left for the tab: the next task still runs
+    job.add(lambda: seen.append(("last", threading.current_thread().name, time.monotonic())))
+    started = time.monotonic()
+    job.start()
+    job.start()  # once only
+    assert not seen
+    assert job.done.wait(10)
+    assert [name for name, _, _ in seen] == ["first", "last"]
+    assert {thread for _, thread, _ in seen} == {"perfkit-warmup"}
+    assert seen[0][2] - started >= 0.2
+
+
+def test_a_second_caller_waits_for_the_first_result_instead_of_computing_again():
+    calls = []
+    gate = threading.Event()
+
+    def compute():
+        calls.append(1)
+        gate.wait(5)
+        return object()
+
+    get = shared(compute)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(get())) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    gate.set()
+    for thread in threads:
+        thread.join(5)
+    assert len(calls) == 1 and len(results) == 3 and len({id(r) for r in results}) == 1
+
+
+def test_a_failed_computation_is_tried_again():
+    outcomes = iter([ZeroDivisionError, "made"])
+
+    def compute():
+        outcome = next(outcomes)
+        if outcome is ZeroDivisionError:
+            raise outcome
+        return outcome
+
+    get = shared(compute)
+    try:
+        get()
+    except ZeroDivisionError:
+        pass
+    assert get() == "made"
+
+
+def test_memo_keys_on_run_and_ranks_and_forgets_the_oldest():
+    calls = []
+    memo = Memo(lambda run, ranks: calls.append((run, None if ranks is None else list(ranks))) or len(calls), size=2)
+    assert memo("a") == 1 and memo("a") == 1
+    assert memo("a", np.array([1, 2])) == 2 and memo("a", [1, 2]) == 2
+    assert memo("a", np.array([1, 3])) == 3  # three keys in a memo of two: "a" on every rank is forgotten
+    assert memo("a") == 4
+    assert calls == [("a", None), ("a", [1, 2]), ("a", [1, 3]), ("a", None)]
+
+
+def test_the_explorer_diagnoses_the_run_in_the_background_and_the_findings_tab_reuses_it(monkeypatch):
+    import perfkit
+    from perfkit.widgets import explorer
+    from tests.helpers import ROOT
+
+    series = perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("48", "96")])
+    calls = []
+    real = explorer.diagnose
+    monkeypatch.setattr(explorer, "diagnose",
+                        lambda *a, **kw: calls.append(threading.current_thread().name) or real(*a, **kw))
+    monkeypatch.setattr(module, "START_DELAY_S", 0.0)
+    layout = explorer.explore(series)
+    layout.get_root()
+    deadline = time.monotonic() + 60
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls == ["perfkit-warmup"]
+    tabs = layout.select(pn.Tabs)[0]
+    tabs.active = list(tabs._names).index("findings")
+    assert calls == ["perfkit-warmup"]  # shown: drawn from the background's findings
+    assert "Findings for 48/slt on every rank" in tabs[tabs.active].select(pn.pane.Markdown)[0].object
