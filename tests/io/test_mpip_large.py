@@ -14,6 +14,7 @@ import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io import mpip
+from perfkit.io.mpip import reader, tables
 from perfkit.model import read_warnings, validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "mpip" / "real"
@@ -170,9 +171,9 @@ def test_a_note_line_in_a_large_table_is_read_as_before(tmp_path: Path, large: t
 
 def test_the_grown_tables_take_the_fast_reading(large: tuple[Path, Path]) -> None:
     """(So that the value tests above check the pandas reading, not the line-by-line one.)"""
-    report = mpip.scan(large[1])
-    for key, columns in (("cs_time", mpip._TIME_COLUMNS), ("cs_sent", mpip._BYTES_COLUMNS)):
-        rows = mpip._site_arrays(report, key, columns)
+    report = reader.scan(large[1])
+    for key, columns in (("cs_time", reader._TIME_COLUMNS), ("cs_sent", reader._BYTES_COLUMNS)):
+        rows = reader._site_arrays(report, key, columns)
         assert rows is not None and "line_no" not in rows and len(rows["rank"]) > 16 * COPIES
 
 
@@ -182,13 +183,11 @@ REAL = sorted(DATA.glob("*/*/*.mpiP"))
 @pytest.mark.parametrize("path", REAL, ids=lambda p: "/".join(p.parts[-3:-1]))
 def test_fast_and_line_readings_agree_on_the_real_reports(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small tables are read line by line; forced through pandas they give the identical Dataset and table."""
-    from perfkit.io import mpip_tables
-
     by_line, table = mpip.read(path, label="r"), mpip.callsites(path)
-    monkeypatch.setattr(mpip_tables, "FAST_FROM", 0)
-    report = mpip.scan(path)
-    assert "line_no" not in mpip._site_arrays(report, "cs_time", mpip._TIME_COLUMNS)
-    assert "line" not in mpip._task_times(report)
+    monkeypatch.setattr(tables, "FAST_FROM", 0)
+    report = reader.scan(path)
+    assert "line_no" not in reader._site_arrays(report, "cs_time", reader._TIME_COLUMNS)
+    assert "line" not in reader._task_times(report)
     xr.testing.assert_identical(mpip.read(path, label="r"), by_line)
     pd.testing.assert_frame_equal(mpip.callsites(path), table)
 

@@ -1,7 +1,7 @@
 """Framing of an mpiP report: header facts and the byte range of each ``@--- Title ---`` section.
 
 The section headings are found with ``bytes.find``, so large tables are never split into Python
-lines here: their rows stay a byte range for ``perfkit.io.mpip_tables``. Line numbers are counted
+lines here: their rows stay a byte range for ``perfkit.io.mpip.tables``. Line numbers are counted
 (``bytes.count``) only when one is needed, for a message; a section's rows as ``(line, text)``
 pairs are made only when asked for (small sections, and large ones whose fast reading needs the
 line of a bad row). Lines end at ``\n``, ``\r\n`` or ``\r`` (as editors and ``grep -n`` count them).

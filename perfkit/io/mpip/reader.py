@@ -29,8 +29,8 @@ Both styles: ``-y``/``-p`` histograms become ``coll_time_share`` / ``p2p_sent_sh
 ``elapsed`` is the largest AppTime (MPI_Init to MPI_Finalize of the slowest rank). Header facts
 (command, version, start/stop, hosts...) go to ``attrs`` as ``mpip_*``. See docs/formats/mpip.md.
 
-Reading: the report is mapped, its sections found as byte ranges (``perfkit.io.mpip_scan``) and
-the per-rank tables parsed by pandas' C parser (``perfkit.io.mpip_tables``); a table with a row
+Reading: the report is mapped, its sections found as byte ranges (``perfkit.io.mpip.scan``) and
+the per-rank tables parsed by pandas' C parser (``perfkit.io.mpip.tables``); a table with a row
 that does not fit is read line by line instead, which names the bad line. Peak memory stays
 under 3x the file size.
 """
@@ -48,8 +48,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from perfkit.io.mpip_scan import Report, Section, fail, scan
-from perfkit.io.mpip_tables import parse
+from perfkit.io.mpip.scan import Report, Section, fail, scan
+from perfkit.io.mpip.tables import parse
 from perfkit.model import COMPUTE, METRICS, make_run
 
 READER = "perfkit.io.mpip"

@@ -1,6 +1,6 @@
 """Fast reading of mpiP's large whitespace-separated tables with pandas' C parser.
 
-The rows of a section (a byte range, see ``perfkit.io.mpip_scan``) are handed to
+The rows of a section (a byte range, see ``perfkit.io.mpip.scan``) are handed to
 ``pandas.read_csv`` as they are, without copying the file: the call name is text, the other
 columns float64, ``*`` read as NaN in the column where mpiP writes it for its aggregate rows. The
 result is None as soon as one row does not fit (a field too many or too few, text where a number
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from perfkit.io.mpip_scan import Section, Text
+from perfkit.io.mpip.scan import Section, Text
 
 _EXTRA = "\x00extra"  # a column past the last expected one: any value in it means a row too long
 #: Sections smaller than this [B] are read line by line: below it pandas' fixed cost per call dominates.
