@@ -6,11 +6,16 @@ displays directly still point their layout and theme stylesheets at panel's CDN;
 here swaps those for the copies shipped inside the panel package, whenever panel is in inline mode.
 The logos come without holoviews' "extension loaded" info sign (a character most fonts lack, drawn as
 a box). Plots are drawn on a 2D canvas, not WebGL (:mod:`perfkit.plots.canvas`).
+
+In a kernel, holoviews' extension imports ``nbformat`` for its notebook archive (unused here) if it can:
+through jsonschema that compiles 39 grammars of ``rfc3987_syntax``, 2.3 s of a notebook's first cell
+on this project's reference machine. The set-up loads the extension without it unless it is imported already.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -30,7 +35,7 @@ def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
 
     ``comms="ipywidgets"`` is for notebooks served by Voila, where widgets talk through ipywidgets.
     """
-    with environment(HV_HIDE_TOOLTIP_LOGO="1"):
+    with environment(HV_HIDE_TOOLTIP_LOGO="1"), unimportable("nbformat"):
         hv.extension("bokeh", inline=True)
     pn.extension(inline=True, comms=comms)
     use_canvas()
@@ -60,3 +65,18 @@ def environment(**values: str) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def unimportable(name: str) -> Iterator[None]:
+    """``import name`` raises ImportError inside the block, unless the module is imported already; afterwards it
+    imports as before."""
+    if name in sys.modules:
+        yield
+        return
+    sys.modules[name] = None  # type: ignore[assignment]  (the import system's mark of a module that cannot import)
+    try:
+        yield
+    finally:
+        if sys.modules.get(name, ...) is None:
+            del sys.modules[name]

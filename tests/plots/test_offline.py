@@ -63,3 +63,18 @@ def test_logos_come_without_a_glyph_fonts_lack(monkeypatch):
     html = "".join(o.get("data", {}).get("text/html", "") for o in notebook.cells[0].outputs)
     assert "logo-block" in html and "\u24d8" not in html
     assert notebook.cells[1].outputs[0]["text"] == "None\n"  # the environment is left as it was
+
+
+def test_the_extension_loads_in_a_kernel_without_importing_nbformat():
+    """nbformat imports jsonschema's grammar checkers (2.3 s); the set-up does without it, and it imports after."""
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("import sys\nfrom perfkit.plots.offline import setup_notebook\n"
+                                                "setup_notebook()\nprint('nbformat' in sys.modules)"),
+                      nbformat.v4.new_code_cell("import nbformat\nprint(nbformat.v4.new_notebook().nbformat)")]
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    printed = [o["text"] for cell in notebook.cells for o in cell.outputs if o.get("name") == "stdout"]
+    assert printed == ["False\n", "4\n"]
+    assert "logo-block" in "".join(o.get("data", {}).get("text/html", "") for o in notebook.cells[0].outputs)
