@@ -31,6 +31,7 @@ from perfkit.placement.placement import Placement
 from perfkit.placement.strategies import place
 from perfkit.placement.topology import Topology
 from perfkit.placement.traffic import select_traffic
+from perfkit.runs import run_labels, select_one
 
 _NOT_RUN_TIME = ("MPI_Init", "MPI_Init_thread", "MPI_Finalize")
 UNKNOWN = "unknown: describe the links (bandwidth) for a narrower interval"
@@ -160,9 +161,9 @@ def _switches(topology: Topology) -> np.ndarray | None:
 
 
 def predict_placement(ds: xr.Dataset, new: Placement, network: Network | None = None, *,
-                      run: str | None = None) -> Prediction:
+                      run: int | str | None = None) -> Prediction:
     """Elapsed time [s] and inter-node bytes of ``run`` re-run placed as ``new`` (module docstring)."""
-    run = run if run is not None else _single_run(ds)
+    run = _one_run(ds, run)
     network = _network_or_unknown(network)
     traffic, counts = _matrices(ds, run)
     old, where = profile_nodes(ds, run, new.topology)
@@ -173,12 +174,12 @@ def predict_placement(ds: xr.Dataset, new: Placement, network: Network | None = 
 
 
 def predict_network(ds: xr.Dataset, k: float, network: Network | None, topology: Topology, *,
-                    run: str | None = None) -> Prediction:
+                    run: int | str | None = None) -> Prediction:
     """Elapsed time [s] of ``run`` re-run on the same nodes with every link ``k`` times faster."""
     network = _network_or_unknown(network)
     if not k > 0:
         raise ValueError(f"k = {k!r}: expected a positive factor")
-    run = run if run is not None else _single_run(ds)
+    run = _one_run(ds, run)
     traffic, counts = _matrices(ds, run)
     node, where = profile_nodes(ds, run, topology)
     switches = _switches(topology)
@@ -187,7 +188,7 @@ def predict_network(ds: xr.Dataset, k: float, network: Network | None, topology:
     return _predict(f"network x{k:g}", ds, run, before, after, network.scaled(k), where, rest_with_links=True)
 
 
-def predict_elapsed(ds: xr.Dataset, new: Placement, *, old: Placement | None = None, run: str | None = None,
+def predict_elapsed(ds: xr.Dataset, new: Placement, *, old: Placement | None = None, run: int | str | None = None,
                     quantity: str = "bytes") -> xr.Dataset:
     """What-if result for running ``run`` of ``ds`` placed as ``new`` instead of ``old`` (default: block),
     from the topology's per-level cost model alone (no network description; see ``predict_placement``).
@@ -195,7 +196,7 @@ def predict_elapsed(ds: xr.Dataset, new: Placement, *, old: Placement | None = N
     Returns the ``whatif`` Dataset (``elapsed_before``, ``elapsed_after`` [s], ...) with attributes
     ``comm_time_old_s``, ``comm_time_new_s`` (cost-model estimates) and ``network_factor``.
     """
-    run = run if run is not None else _single_run(ds)
+    run = _one_run(ds, run)
     if old is None:
         old = place(ds, new.topology, strategy="block", run=run, quantity=quantity)
     traffic = ds["traffic"].sel(run=run, quantity=quantity)
@@ -206,9 +207,9 @@ def predict_elapsed(ds: xr.Dataset, new: Placement, *, old: Placement | None = N
     return result.assign_attrs(comm_time_old_s=before, comm_time_new_s=after, network_factor=before / after)
 
 
-def compare_measured(prediction: xr.Dataset, measured: xr.Dataset, run: str | None = None) -> pd.DataFrame:
+def compare_measured(prediction: xr.Dataset, measured: xr.Dataset, run: int | str | None = None) -> pd.DataFrame:
     """Predicted vs measured elapsed time [s] of the re-placed run, with the prediction error [%]."""
-    run = run if run is not None else _single_run(measured)
+    run = _one_run(measured, run)
     elapsed = float(measured["elapsed"].sel(run=run).values)
     if elapsed != elapsed:  # NaN: fall back on the slowest rank's total time
         elapsed = float(measured["profile"].sel(run=run, metric="time").sum("function").max().values)
@@ -221,8 +222,7 @@ def compare_measured(prediction: xr.Dataset, measured: xr.Dataset, run: str | No
     return pd.DataFrame([row], index=[run])
 
 
-def _single_run(ds: xr.Dataset) -> str:
-    runs = [str(r) for r in ds["run"].values]
-    if len(runs) != 1:
-        raise ValueError(f"the data hold {len(runs)} runs {runs}; choose one with run=...")
-    return runs[0]
+def _one_run(ds: xr.Dataset, run: int | str | None) -> str:
+    """The label of the run ``run`` names in ``ds`` (:mod:`perfkit.runs`; None: the only one)."""
+    labels = run_labels(ds)
+    return labels[select_one(labels, run)]

@@ -66,3 +66,19 @@ def test_prediction_matches_the_simulated_placement(block_run, strategy):
     assert np.sign(row["predicted_s"] - row["elapsed_before_s"]) == np.sign(row["measured_s"] - row["elapsed_before_s"])
     assert abs(row["measured_s"] / row["elapsed_before_s"] - 1) > 0.01
     assert abs(row["error_pct"]) < 1.0
+
+
+def test_the_run_is_chosen_as_everywhere_else(run):
+    """Label, position or glob (perfkit.runs); several runs without a choice name them."""
+    topo = perfkit.Topology(nodes=4, cores=24)
+    block = place(run, topo, strategy="block")
+    label = str(run["run"].values[0])
+    by_label = predict_elapsed(run, block, old=block, run=label)
+    for selector in (0, -1, label[:2] + "*"):
+        by_other = predict_elapsed(run, block, old=block, run=selector)
+        np.testing.assert_allclose(by_other["elapsed_after"].values, by_label["elapsed_after"].values)
+    two = perfkit.combine_runs([run, run.assign_coords(run=["again"])])
+    with pytest.raises(ValueError, match=r"holds 2 runs \(.*again\); choose one with run=LABEL"):
+        predict_elapsed(two, block, old=block)
+    with pytest.raises(ValueError, match="has no run 'nope'; its runs: "):
+        compare_measured(by_label, two, run="nope")
