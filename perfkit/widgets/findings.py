@@ -87,7 +87,7 @@ def _finding_row(ds: xr.Dataset, finding: pd.Series, state: RankState | None) ->
     ranks = finding_ranks(ds, finding) if state is not None else np.empty(0, dtype=np.int64)
     if not ranks.size:
         return pn.Row(card, pn.Spacer(width=200), sizing_mode="stretch_width")
-    button = pn.widgets.Button(label=f"select {fmt.ranks(ranks, limit=3)}", button_type="light", width=190,
+    button = pn.widgets.Button(label=f"select {fmt.ranks(ranks, limit=3)}", color="light", width=190,
                                margin=(6, 5), description="select these ranks: every tab shows them")
     how = f"finding: {finding['title']}"
     button.on_click(lambda _: select(state, ranks, how))
