@@ -22,14 +22,19 @@ def rank_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     Columns are the groups, the index is the rank (or the first rank of each bin when binned).
     Groups that are NaN on every rank are left out; NaN counts as 0 in the stack.
     """
-    table = rank_totals(ds, run, by=by, metric=metric, ranks=ranks)
-    if len(table) > max_points:
-        step = int(np.ceil(len(table) / max_points))
+    return bin_ranks(rank_totals(ds, run, by=by, metric=metric, ranks=ranks), max_points)[0]
+
+
+def bin_ranks(table: pd.DataFrame, max_points: int = MAX_POINTS) -> tuple[pd.DataFrame, int]:
+    """``table`` (rank x group) with at most ``max_points`` rows: above that, the mean of each bin of ``step``
+    consecutive rows (NaN skipped), indexed by the bin's first rank; returns it and ``step`` (1: unbinned)."""
+    step = int(np.ceil(len(table) / max_points)) if len(table) > max_points else 1
+    if step > 1:
         first_ranks = table.index.to_numpy()
         table = table.groupby(np.arange(len(table)) // step * step).mean()
         table.index = first_ranks[table.index]
     table.index.name = "rank"
-    return table
+    return table, step
 
 
 #: Groups at the bottom of every stack, in this order: compute, then the kinds in their usual order.

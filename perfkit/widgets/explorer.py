@@ -49,7 +49,7 @@ from perfkit.plots.traffic import style_heatmap
 from perfkit.widgets.callsites import callsite_tab, has_callsites
 from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
 from perfkit.widgets.findings import findings_list
-from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_pane, rank_state, view_stream
+from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_state
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
 from perfkit.widgets.warmup import Memo, Warmup, shared
 
@@ -71,10 +71,7 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     def in_view(run: str, rank_range: tuple[int, int], selected: list[int] | None) -> np.ndarray | None:
         return view_ranks(all_ranks, rank_range, selected, state.bounds[run])
 
-    stream = view_stream(state)
-    totals, chosen = selection_pane(profiles, state, stream)
-    tabs = pn.Tabs(("per rank", rank_pane(profiles, state, totals, chosen, stream=stream)), dynamic=True,
-                   sizing_mode="stretch_width")
+    tabs = pn.Tabs(("per rank", selection_pane(profiles, state)), dynamic=True, sizing_mode="stretch_width")
     in_state = (state.param.run, state.param.ranks, state.param.selected)
     warmup = Warmup()  # the hidden tabs' computations, in the background once the first plot is up
     if has_scaling(ds):

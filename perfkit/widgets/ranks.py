@@ -1,12 +1,14 @@
 """The per-rank explorer: run, metric, grouping and rank-range selectors over a stacked per-rank profile.
 
-Every user action updates one :class:`RankState`; the plot is a DynamicMap over a single patch
-glyph, so moving the slider or changing run, grouping or metric replaces the data of the plot
-instead of rebuilding it. :func:`perfkit.explore` builds its dashboard on the same pieces.
+Every user action updates one :class:`RankState`; the plot is one bokeh figure with a single patch
+glyph for the bands (:mod:`perfkit.plots.rank_figure`), so moving the slider or changing run, grouping or
+metric replaces the data of the plot instead of rebuilding it. :func:`perfkit.explore` builds its dashboard
+on the same pieces.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import holoviews as hv
@@ -14,10 +16,13 @@ import numpy as np
 import panel as pn
 import param
 import xarray as xr
+from panel.io import hold, push_notebook
 
+from perfkit.analysis.cube import rank_totals
 from perfkit.plots.axes import unit_formatter, unit_ticker
 from perfkit.plots.palette import label, labelled_colours
-from perfkit.plots.profile import band_order, rank_table
+from perfkit.plots.profile import band_order, bin_ranks, rank_table
+from perfkit.plots.rank_figure import RankFigure, ranks_inside
 
 GROUPINGS = ("function", "call", "kind")
 #: Widget width of the selectors [px].
@@ -106,38 +111,69 @@ def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
     return [pn.Row(run_select, metric_select, pn.Column(pn.pane.Markdown("group by"), by_select)), slider]
 
 
-def view_stream(state: RankState) -> hv.streams.Params:
-    """A stream of ``state``'s run, metric, grouping and rank range; DynamicMaps overlaid on the per-rank
-    view share one, so that an action refreshes the plot once."""
-    return hv.streams.Params(state, ["run", "metric", "by", "ranks"])
+def rank_pane(ds: xr.Dataset, state: RankState, *,
+              on_select: Callable[[np.ndarray], None] | None = None) -> pn.pane.Bokeh:
+    """The per-rank view following ``state``: one bokeh figure (:class:`perfkit.plots.rank_figure.RankFigure`)
+    whose data is replaced on each change of run, metric, grouping or rank range.
 
-
-def rank_pane(ds: xr.Dataset, state: RankState, *overlays: hv.DynamicMap,
-              stream: hv.streams.Params | None = None) -> pn.pane.HoloViews:
-    """The per-rank view: a DynamicMap of :func:`rank_bands` following ``state`` (through ``stream``, a
-    :func:`view_stream` of it shared with ``overlays``), under ``overlays``."""
+    The bands are :func:`rank_bands`' numbers (binned above :data:`perfkit.plots.profile.MAX_POINTS` ranks, mean
+    per bin). With ``on_select``, each rank's total is drawn as markers and the ranks of ``state.selected`` in
+    crimson; a box or lasso calls ``on_select`` with the ranks whose total lies inside it (none: not called).
+    """
+    view = RankFigure(selectable=on_select is not None)
+    pane = pn.pane.Bokeh(view.figure, sizing_mode="stretch_width")
     orders: dict[tuple[str, str], list[str]] = {}
+    tints: dict[str, dict[str, str]] = {}
+    shown: dict[str, Any] = {"key": None, "ranks": np.empty(0, dtype=np.int64), "totals": np.empty(0)}
 
-    def frame(run: str, metric: str, by: str, ranks: tuple[int, int]) -> hv.Polygons:
-        if (by, metric) not in orders:
-            orders[by, metric] = band_order(ds, by, metric)
-        bands = rank_bands(ds, run, by=by, metric=metric, ranks=ranks, order=orders[by, metric])
-        if overlays:  # in an overlay a label would be a second legend entry beside the groups': it is the title
-            title = bands.label
-            with param.edit_constant(bands):  # in place: a relabelled copy re-validates every polygon
-                bands.label = ""
-            bands.opts(title=title)
-        return bands
+    def draw(*_: Any) -> None:
+        run, metric, by, ranks = state.run, state.metric, state.by, tuple(state.ranks)
+        if shown["key"] != (run, metric, by, ranks):
+            if (by, metric) not in orders:
+                orders[by, metric] = band_order(ds, by, metric)
+            if by not in tints:
+                tints[by] = labelled_colours(ds[by].values)
+            full = rank_totals(ds, run, by=by, metric=metric, ranks=ranks)
+            table, step = bin_ranks(full[[name for name in orders[by, metric] if name in full.columns]])
+            table.columns = [label(name) for name in table.columns]
+            x, totals = full.index.to_numpy(), full.sum(axis=1).to_numpy()
+            unit = str(ds["units"].sel(metric=metric).item())
+            binned = f" (bins of {step} ranks)" if step > 1 else ""
+            view.show_bands(table, step=step, last=int(x[-1]) if x.size else 0, colours=tints[by], unit=unit,
+                            title=f"{run}: {metric} per rank by {by}{binned}", ylabel=axis_label(metric, unit))
+            top = float(np.nansum(table.to_numpy(), axis=1).max()) if len(table) else 0.0
+            view.show_totals(x, totals, max(top, float(totals.max()) if totals.size and on_select else 0.0))
+            shown.update(key=(run, metric, by, ranks), ranks=x, totals=totals)
+        if on_select is not None:
+            keep = np.isin(shown["ranks"], state.selected if state.selected is not None else [])
+            view.show_selected(shown["ranks"][keep], shown["totals"][keep])
 
-    plot = hv.DynamicMap(frame, streams=[stream or view_stream(state)])
-    for overlay in overlays:
-        plot = plot * overlay
-    return pn.pane.HoloViews(plot, sizing_mode="stretch_width")
+    def on_geometry(attr: str, old: Any, new: dict[str, Any]) -> None:
+        if len(new["x"]) == 0 or on_select is None:
+            return
+        doc = view.figure.document
+        with hold(doc):
+            view.geometry.data = {"x": [], "y": []}  # the same box drawn again is a change again
+            picked = ranks_inside(shown["ranks"], shown["totals"], new["x"], new["y"])
+            if picked.size:
+                on_select(picked)
+            push_notebook(pane)  # a change made in the page to a bokeh model: panel sends ours only for widgets
+
+    state.param.watch(draw, ["run", "metric", "by", "ranks", "selected"])
+    view.geometry.on_change("data", on_geometry)
+    draw()
+    return pane
+
+
+def axis_label(metric: str, unit: str) -> str:
+    """``metric [unit]``, the metric alone for a count (unit ``""`` or ``"1"``)."""
+    return f"{metric} [{unit}]" if unit not in ("", "1") else metric
 
 
 def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",
                ranks: tuple[int, int] | None = None, order: list[str] | None = None) -> hv.Polygons:
-    """The stacked per-rank profile as one polygon per group (one glyph, so groups may change).
+    """The stacked per-rank profile as a holoviews element, one polygon per group (for a notebook's own overlays
+    and layouts; the explorer draws the same numbers with :func:`rank_pane`).
 
     Same numbers, stack order and colours as :func:`perfkit.plots.profile.stacked_ranks`: the groups in
     ``order`` (:func:`perfkit.plots.profile.band_order` when None: compute at the bottom, the same for
@@ -154,7 +190,7 @@ def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
     bands = [{"rank": outline, "value": np.concatenate([top[:, i], bottom[::-1, i]]), by: label(name)}
              for i, name in enumerate(table.columns)]
     unit = str(ds["units"].sel(metric=metric).item())
-    ylabel = f"{metric} [{unit}]" if unit not in ("", "1") else metric
+    ylabel = axis_label(metric, unit)
     title = f"{run}: {metric} per rank by {by}"
     return hv.Polygons(bands, ["rank", hv.Dimension("value", label=ylabel)], vdims=[by], label=title).opts(
         color=by, cmap=labelled_colours(ds[by].values), line_width=0, alpha=0.9, tools=["hover"], show_legend=True,

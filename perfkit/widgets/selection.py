@@ -4,9 +4,10 @@ The selection lives on :class:`perfkit.widgets.ranks.RankState` (``selected``, `
 every tab applies :func:`view_ranks` of the state: the ranks of the rank range that are also in the
 selection. Ways to select:
 
-* box or lasso in the per-rank plot, over the markers of each rank's total (top of the stack; the
-  exact total of every rank, also where the bands are binned): a ``Selection1D`` stream on the
-  markers; an empty box leaves the selection unchanged (clear it with the button);
+* box or lasso in the per-rank plot, over the markers of each rank's total (top of the stack): the
+  ranks whose exact total lies inside it, also where bands and markers are binned (above 2,000
+  ranks the markers are each bin's highest and lowest total, :mod:`perfkit.plots.rank_figure`);
+  an empty box leaves the selection unchanged (clear it with the button);
 * a node: ranks ``node * ppn .. node * ppn + ppn - 1`` (:func:`perfkit.analysis.imbalance.node_of`);
   disabled, saying why, when the run's ``ppn`` is unknown;
 * slow ranks: compute time above the run's mean by more than :data:`SLOW_EXCESS`
@@ -22,20 +23,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import holoviews as hv
 import numpy as np
 import panel as pn
 import param
 import xarray as xr
 
-from perfkit.analysis import cube
 from perfkit.analysis.imbalance import Z_OUTLIER, outlier_ranks, slow_ranks
-from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
+from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_pane
 
 #: A rank is slow when its compute time exceeds the run's mean by more than this fraction.
 SLOW_EXCESS = 0.10
-#: Colour of the selected ranks' markers.
-SELECTED_COLOUR = "crimson"
+#: How a box or lasso selection is named.
+BOX = "box/lasso in the per-rank plot"
 NO_NODE = "(no node)"
 
 
@@ -68,13 +67,6 @@ def describe_ranks(ranks: Any, limit: int = 12) -> str:
     return ", ".join(parts) + more
 
 
-def rank_totals(ds: xr.Dataset, run: str, metric: str, rank_range: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Ranks of ``run`` in ``rank_range`` that exist, and each one's total of ``metric`` over all functions
-    (the per-rank table of :func:`perfkit.analysis.cube.rank_totals`, summed)."""
-    table = cube.rank_totals(ds, run, metric=metric, ranks=rank_range)
-    return table.index.to_numpy(), table.sum(axis=1).to_numpy()
-
-
 def node_ranks(ds: xr.Dataset, run: str) -> dict[int, np.ndarray]:
     """Existing ranks of ``run`` per node, ``rank // ppn`` as :func:`perfkit.analysis.imbalance.node_of`;
     empty when the run's ``ppn`` is unknown."""
@@ -88,62 +80,10 @@ def node_ranks(ds: xr.Dataset, run: str) -> dict[int, np.ndarray]:
     return dict(zip(nodes[starts].tolist(), np.split(ranks, starts[1:])))
 
 
-def selection_pane(ds: xr.Dataset, state: RankState,
-                   stream: hv.streams.Params) -> tuple[hv.DynamicMap, hv.DynamicMap]:
-    """Markers of each rank's total (box/lasso selectable) and of the selected ranks, following ``state``
-    through ``stream`` (:func:`perfkit.widgets.ranks.view_stream`, shared with the per-rank bands).
-
-    Returns the two DynamicMaps, to overlay on the per-rank bands; a box or lasso on the first sets
-    ``state.selected`` (its ``Selection1D`` stream lives as long as the DynamicMap).
-    """
-    shown: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
-    last: dict[tuple[Any, ...], Any] = {}
-
-    def once(key: tuple[Any, ...], make: Any) -> Any:
-        """``make()``, or what it returned for ``key`` last time: the plot sends nothing for an unchanged element
-        (a change of grouping leaves the markers as they are)."""
-        if key not in last:
-            for old in [k for k in last if k[0] == key[0]]:
-                del last[old]
-            last[key] = make()
-        return last[key]
-
-    def totals_of(run: str, metric: str, ranks: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`rank_totals`, computed once for both markers."""
-        return once(("totals", run, metric, tuple(ranks)), lambda: rank_totals(ds, run, metric, ranks))
-
-    def unit_label(metric: str) -> hv.Dimension:
-        unit = str(ds["units"].sel(metric=metric).item())
-        return hv.Dimension("value", label=f"{metric} [{unit}]" if unit not in ("", "1") else metric)
-
-    def totals(run: str, metric: str, ranks: tuple[int, int], **_: Any) -> hv.Scatter:
-        x, y = totals_of(run, metric, ranks)
-        shown[0] = x
-        return once(("markers", run, metric, tuple(ranks)), lambda: hv.Scatter(
-            (x, y), "rank", unit_label(metric), label="rank total").opts(
-            color="black", size=3, alpha=0.6, selection_alpha=0.6, nonselection_alpha=0.6, selection_color="black",
-            tools=["box_select", "lasso_select"], active_tools=["box_select"], framewise=True))
-
-    def chosen(run: str, metric: str, ranks: tuple[int, int], selected: list[int] | None, **_: Any) -> hv.Scatter:
-        x, y = totals_of(run, metric, ranks)
-        keep = np.isin(x, selected) if selected is not None else np.zeros(x.size, dtype=bool)
-        key = ("selected", run, metric, tuple(ranks), None if selected is None else tuple(selected))
-        return once(key, lambda: hv.Scatter((x[keep], y[keep]), "rank", unit_label(metric), label="selected").opts(
-            color=SELECTED_COLOUR, size=7, line_color="white", framewise=True))
-
-    base = hv.DynamicMap(totals, streams=[stream])
-    marks = hv.DynamicMap(chosen, streams=[stream, hv.streams.Params(state, ["selected"])])
-    box = hv.streams.Selection1D(source=base)
-
-    def on_select(index: list[int]) -> None:
-        ranks = shown[0]
-        index = np.asarray(index, dtype=np.int64)
-        index = index[(index >= 0) & (index < ranks.size)]
-        if index.size:
-            select(state, ranks[index], "box/lasso in the per-rank plot")
-
-    box.add_subscriber(on_select)
-    return base, marks
+def selection_pane(ds: xr.Dataset, state: RankState) -> pn.pane.Bokeh:
+    """The per-rank view (:func:`perfkit.widgets.ranks.rank_pane`) with each rank's total as markers and the
+    selected ranks in crimson: a box or lasso sets ``state.selected`` to the ranks whose total lies inside it."""
+    return rank_pane(ds, state, on_select=lambda ranks: select(state, ranks, BOX))
 
 
 def select(state: RankState, ranks: Any, how: str) -> None:

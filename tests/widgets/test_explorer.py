@@ -73,7 +73,7 @@ def test_callbacks_reach_the_plot(series):
     assert drawn_ranks(root) == (0, 95)
 
     widget(layout, pn.widgets.RadioButtonGroup, "group by").value = "kind"
-    drawn_kinds = {k for s in root.select({"type": ColumnDataSource}) for k in s.data.get("kind", [])}
+    drawn_kinds = {k for s in root.select({"type": ColumnDataSource}) for k in s.data.get("group", [])}
     assert drawn_kinds and drawn_kinds <= {label(k) for k in perfkit.KINDS}  # kinds in words
     widget(layout, pn.widgets.Select, "metric").value = "calls"
     assert [t.text for t in root.select({"type": Title})] == ["96/slt: calls per rank by kind"]
@@ -194,7 +194,7 @@ def test_per_rank_view_reads_profiles_without_traffic(series, monkeypatch):
     import perfkit.widgets.ranks as ranks
 
     seen = []
-    table = ranks.rank_table
-    monkeypatch.setattr(ranks, "rank_table", lambda ds, *a, **kw: seen.append("traffic" in ds) or table(ds, *a, **kw))
+    table = ranks.rank_totals
+    monkeypatch.setattr(ranks, "rank_totals", lambda ds, *a, **kw: seen.append("traffic" in ds) or table(ds, *a, **kw))
     explore(series).get_root()
     assert seen == [False]

@@ -1,15 +1,20 @@
-"""The per-rank explorer (the tour's): state, widgets and plot follow each other."""
+"""The per-rank explorer (the tour's): state, widgets and plot follow each other; the figure's axes, legend,
+colours, hover and binning at 2,048 ranks."""
 
 from __future__ import annotations
 
 import holoviews as hv
 import numpy as np
+import pandas as pd
 import panel as pn
 import pytest
 import xarray as xr
-from bokeh.models import ColumnDataSource
+from bokeh.models import ColumnDataSource, HoverTool
 
 import perfkit
+from perfkit.plots.palette import label
+from perfkit.plots.profile import band_order
+from perfkit.plots.rank_figure import MAX_MARKERS
 from perfkit.widgets.ranks import rank_bands, rank_bounds, rank_explorer
 from tests.helpers import ROOT
 from tests.widgets.sliders import drag
@@ -67,13 +72,13 @@ def test_a_drag_recomputes_once_on_release(series, monkeypatch):
     import perfkit.widgets.ranks as ranks
 
     calls: list[tuple[int, int]] = []
-    table = ranks.rank_table
+    table = ranks.rank_totals
 
     def counted(*args, **kwargs):
         calls.append(tuple(kwargs["ranks"]))
         return table(*args, **kwargs)
 
-    monkeypatch.setattr(ranks, "rank_table", counted)
+    monkeypatch.setattr(ranks, "rank_totals", counted)
     layout = rank_explorer(series, run="384/slt")
     root = layout.get_root()
     calls.clear()
@@ -95,3 +100,52 @@ def test_same_range_after_a_run_change_is_applied(series):
     assert drawn(root)[:2] == (0, 47)
     drag(slider, (10, 40))
     assert drawn(root)[:2] == (10, 40)
+
+
+def figure_of(layout: pn.Column):
+    return layout.select(pn.pane.Bokeh)[0].object
+
+
+def test_axes_title_and_legend_follow_the_state(series):
+    layout = rank_explorer(series, run="48/slt")
+    root = layout.get_root()
+    fig = figure_of(layout)
+    formatter, ticker = fig.yaxis[0].formatter, fig.yaxis[0].ticker
+    assert fig.title.text == "48/slt: time per rank by function" and fig.yaxis[0].axis_label == "time [s]"
+    assert "ms" in formatter.code and (fig.x_range.start, fig.x_range.end) == (-0.5, 47.5)
+    totals = series["profile"].sel(run="48/slt", metric="time").sum("function")
+    assert fig.y_range.start == 0 and fig.y_range.end == pytest.approx(1.05 * float(totals.max()))
+    (legend,) = fig.right
+    assert [item.label.field for item in legend.items] == ["group"]
+    bands = next(s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data)
+    order = [label(name) for name in band_order(series)]
+    assert bands.data["group"] == [name for name in order if name in bands.data["group"]]
+    assert bands.data["group"][0] == "Compute" and label("w_MPI_Recv") in bands.data["group"]
+    drag(widget(layout, pn.widgets.IntRangeSlider, "ranks"), (5, 20))
+    assert (fig.yaxis[0].formatter, fig.yaxis[0].ticker) == (formatter, ticker), "new tick models, same unit"
+    widget(layout, pn.widgets.Select, "metric").value = "calls"
+    assert fig.yaxis[0].formatter is not formatter and fig.yaxis[0].axis_label == "calls"
+    assert fig.title.text == "48/slt: calls per rank by function"
+    hover = next(t for t in fig.tools if isinstance(t, HoverTool))
+    assert [name for name, _ in hover.tooltips] == ["group", "rank", "value"]
+
+
+def test_many_ranks_are_binned_and_the_markers_keep_each_bins_extremes():
+    from perfkit.widgets.ranks import rank_state
+    from perfkit.widgets.selection import selection_pane
+
+    ds = perfkit.open_runs([ROOT / "data" / "synthetic" / "2048" / "slt.mpinside"])
+    pane = selection_pane(ds, rank_state(ds))
+    root = pane.get_root()
+    fig = pane.object
+    bands = next(s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data)
+    assert len(bands.data["xs"][0]) == 2 * 1024 and set(bands.data["step"]) == {2}  # 2,048 ranks, 2 a bin
+    assert "(bins of 2 ranks)" in fig.title.text
+    totals = ds["profile"].sel(run="slt", metric="time").sum("function").to_series()
+    marks = next(s for s in root.select({"type": ColumnDataSource}) if "total" in s.data and len(s.data["rank"]))
+    assert len(marks.data["rank"]) <= MAX_MARKERS
+    bins = totals.groupby(np.arange(totals.size) // 3)  # 1,000 bins: ceil(2,048 / 1,000) ranks each
+    drawn = pd.Series(marks.data["total"], index=marks.data["rank"])
+    assert drawn.max() == pytest.approx(totals.max()) and drawn.min() == pytest.approx(totals.min())
+    assert np.allclose(drawn.groupby(np.asarray(marks.data["rank"]) // 3).max(), bins.max())
+    assert np.allclose(drawn.groupby(np.asarray(marks.data["rank"]) // 3).min(), bins.min())

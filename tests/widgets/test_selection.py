@@ -8,10 +8,12 @@ import pandas as pd
 import panel as pn
 import pytest
 import xarray as xr
+from bokeh.models import ColumnDataSource
 
 import perfkit
 from perfkit import text as fmt
 from perfkit.analysis.imbalance import node_of
+from perfkit.plots.rank_figure import GEOMETRY
 from perfkit.widgets.explorer import explore
 from perfkit.widgets.selection import describe_ranks, node_ranks, view_ranks
 from tests.helpers import ROOT, small_run
@@ -29,15 +31,28 @@ def widget(layout: pn.Column, kind: type, name: str):
     return next(w for w in layout.select(kind) if getattr(w, "label", None) == name or getattr(w, "name", None) == name)
 
 
-def box(layout: pn.Column, index: list[int]) -> None:
-    """What a box or lasso over the rank-total markers sends: the indices of the markers inside it."""
-    maps, streams = [layout.select(pn.pane.HoloViews)[0].object], []
-    while maps:
-        dmap = maps.pop()
-        maps += [m for m in dmap.callback.inputs if isinstance(m, hv.DynamicMap)]
-        streams += [s for s in hv.streams.Stream.registry.get(dmap, []) if isinstance(s, hv.streams.Selection1D)]
-    (stream,) = streams
-    stream.event(index=index)
+def outline(layout: pn.Column, x: list[float], y: list[float]) -> None:
+    """What the page sends when a box (two corners) or lasso (its vertices) is released over the per-rank plot."""
+    root = layout.get_root()
+    (geometry,) = root.select({"type": ColumnDataSource, "name": GEOMETRY})
+    geometry.data = {"x": x, "y": y}
+
+
+def box(layout: pn.Column, ranks: list[int], high: float = 1e12) -> None:
+    """A lasso around exactly ``ranks`` (any set): a comb whose teeth reach down over each run of consecutive ranks
+    and whose back runs above ``high`` (above every total)."""
+    ranks = sorted(ranks)
+    if not ranks:
+        return outline(layout, [1e6, 2e6], [0, high])
+    breaks = [i for i in range(1, len(ranks)) if ranks[i] != ranks[i - 1] + 1]
+    runs = [(ranks[a], ranks[b - 1]) for a, b in zip([0, *breaks], [*breaks, len(ranks)])]
+    x, y = [runs[0][0] - 0.5], [2 * high]
+    for lo, hi in runs:
+        x += [lo - 0.5, lo - 0.5, hi + 0.5, hi + 0.5]
+        y += [high, -1.0, -1.0, high]
+    x.append(runs[-1][1] + 0.5)
+    y.append(2 * high)
+    outline(layout, x, y)
 
 
 def status(layout: pn.Column) -> str:
@@ -71,7 +86,7 @@ def test_box_in_the_per_rank_plot_filters_findings_traffic_and_pop(series):
     layout.get_root()
     state_line = status(layout)
     assert "none" in state_line
-    box(layout, [10, 11, 12, 40])  # markers are every existing rank in order: index = rank here
+    box(layout, [10, 11, 12, 40])
     assert "4 ranks: 10-12, 40" in status(layout) and "box" in status(layout)
 
     findings = show(layout, "findings")
@@ -136,15 +151,31 @@ def test_a_run_change_clears_the_selection_and_the_range_narrows_it(series):
 
 def test_the_selected_ranks_are_marked_in_the_per_rank_plot(series):
     layout = explore(series)
-    layout.get_root()
-    plot = layout.select(pn.pane.HoloViews)[0].object
+    root = layout.get_root()
     box(layout, [3, 4])
     totals = series["profile"].sel(run="48/slt", metric="time").sum("function")
-    marked = plot[()].Scatter.Selected
-    assert marked.dimension_values("rank").tolist() == [3, 4]
-    assert marked.dimension_values(1) == pytest.approx(totals.sel(rank=[3, 4]).values)
+    (marked,) = [s for s in root.select({"type": ColumnDataSource}) if "total" in s.data and len(s.data["rank"]) == 2]
+    assert list(marked.data["rank"]) == [3, 4]
+    assert marked.data["total"] == pytest.approx(totals.sel(rank=[3, 4]).values)
     box(layout, [])  # an empty box keeps the selection
     assert "2 ranks: 3-4" in status(layout)
+    box(layout, [3, 4])  # the same box again, after a clear, selects again
+    widget(layout, pn.widgets.Button, "clear selection").clicks += 1
+    box(layout, [3, 4])
+    assert "2 ranks: 3-4" in status(layout)
+
+
+def test_a_box_selects_the_ranks_whose_total_it_covers_also_where_markers_are_binned():
+    ds = perfkit.open_runs([ROOT / "data" / "synthetic" / "2048" / "slt.mpinside"])
+    layout = explore(ds)
+    layout.get_root()
+    totals = ds["profile"].sel(run="slt", metric="time").sum("function").to_series()
+    levels = np.unique(totals.round(9))  # a few levels 1 µs apart: thresholds between them, clear of rounding
+    low, high = (levels[1] + levels[2]) / 2, (levels[-3] + levels[-2]) / 2
+    outline(layout, [100.2, 1500.7], [low, high])
+    inside = totals.index[(totals.index >= 101) & (totals.index <= 1500) & (totals >= low) & (totals <= high)]
+    assert 100 < len(inside) < 1400
+    assert f"{len(inside)} ranks: {describe_ranks(inside)}" in status(layout)
 
 
 def test_node_filter_disabled_when_ppn_is_unknown():
