@@ -232,6 +232,59 @@ def test_coverage_program_communicators_and_persistent_requests(tmp_path):
     assert sorted(v for k, v in groups.items() if k.startswith("MPI communicator")) == [[0, 1], [2, 3]]
 
 
+def _splits_truth(path: Path, nranks: int) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
+    """programs/splits.c's communicators of more than one member (world ranks in their rank order) and its
+    bytes and messages sender -> receiver (one message per ring edge and communicator)."""
+    comms, size, count = [], np.zeros((nranks, nranks)), np.zeros((nranks, nranks))
+    for line in path.read_text().splitlines():
+        kind, *values = line.split()
+        if kind == "comm":
+            members = [int(v) for v in values]
+            comms.append(members)
+            np.add.at(count, (members, np.roll(members, -1)), 1)
+        else:
+            size[int(values[0]), int(values[1])] = float(values[2])
+    return comms, size, count
+
+
+def _trace_comms(archive: Path) -> tuple[list[list[int]], int]:
+    """The archive's communicators beyond MPI_COMM_WORLD and MPI_COMM_SELF (world ranks in their rank order,
+    those of more than one member) and how many it defines (one per rank alone included)."""
+    import otf2
+
+    with otf2.reader.open(str(archive / "traces.otf2")) as trace:
+        groups = [[int(m) if not hasattr(m, "_ref") else m._ref for m in c.group.members]
+                  for c in trace.definitions.comms if str(c.name).startswith("MPI communicator")]
+    return [g for g in groups if len(g) > 1], len(groups)
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_split_communicators_are_defined_once_with_their_members(mpi, tmp_path, monkeypatch):
+    """programs/splits.c on 13 ranks (odd: halves of 6 and 7): duplicates of the world, its halves in reversed
+    order (each half's leader its highest world rank), parities, a split of a split, a communicator per rank.
+    Each communicator is defined once with its members in its rank order, and every message of its rings is
+    mapped back to the world ranks the program says (bytes and counts exact)."""
+    if mpi == "mpich":
+        if NO_MPICH is not None:
+            pytest.skip(f"MPICH: {NO_MPICH}")
+        monkeypatch.setenv("MPICC", "mpicc.mpich")
+        monkeypatch.setenv("MPIFORT", "mpifort.mpich")
+    cc, launcher, nranks = ("mpicc", "mpirun", 13) if mpi == "openmpi" else ("mpicc.mpich", "mpiexec.mpich", 13)
+    exe, truth_file = tmp_path / "splits", tmp_path / "truth.txt"
+    subprocess.run([cc, "-O2", str(PROGRAMS / "splits.c"), "-o", str(exe)], check=True)
+    launch = mpirun_command(nranks, [str(exe), str(truth_file), "-", "3"], launcher=launcher)
+    result = collect(launch, tmp_path / "splits.mpinside", timeout=240, trace=True)
+    assert result.returncode == 0 and result.trace is not None, result.message
+    comms, size, count = _splits_truth(truth_file, nranks)
+    got, defined = _trace_comms(result.trace)
+    assert sorted(got) == sorted(comms)
+    assert defined == len(comms) + nranks  # and one per rank alone
+    ds = perfkit.open_profile(result.trace)
+    np.testing.assert_array_equal(_traffic(ds, "bytes"), size)
+    np.testing.assert_array_equal(_traffic(ds, "count"), count)
+    assert read_warnings(ds) == []
+
+
 # ---------- the lab: wait states against the truth ----------
 
 LAB_CASES = [(s, n) for s in CONFIG for n in (4, 8)]

@@ -3,9 +3,10 @@
  * Each rank writes its own event file (traces/<rank>.evt) through OTF2's buffer, whose chunks come from a
  * budget of PERFKIT_COLLECT_TRACE_BUFFER_MB MiB per rank: when the budget is spent OTF2 flushes the buffer
  * to disk (a BufferFlush event marks it) and reuses it. An event OTF2 could not take is counted and named
- * in the trace (location property perfkit::events_dropped), never lost silently. At MPI_Finalize the ranks'
- * communicators are unified (a gather on rank 0 of their (seq, leader) names and members) and rank 0 writes
- * the global definitions: regions, ranks with their hosts, communicators, the clock.
+ * in the trace (location property perfkit::events_dropped), never lost silently. At MPI_Finalize each
+ * communicator's leader gives it a global id (a prefix sum over ranks) and sends the id to its members and its
+ * members to rank 0, which writes the global definitions: regions, ranks with their hosts, communicators, the
+ * clock.
  */
 #define _GNU_SOURCE
 #define OTF2_MPI_USE_PMPI
@@ -235,54 +236,107 @@ void pkt_coll_end(double t, int fid, int comm, int root, double sent, double rec
                                           (uint64_t)received));
 }
 
-/* ---------- closing: communicators unified on rank 0, local mapping tables, global definitions ---------- */
+/* ---------- closing: global communicator ids, local mapping tables, global definitions ---------- */
 
-/* the ints describing this rank's communicators beyond WORLD and SELF: (seq, leader, size, members...) each */
-static int *pack_comms(int *len) {
-    size_t n = 0;
-    for (int i = 2; i < ncomms; i++) n += 3 + (size_t)comms_def[i].size;
-    int *out = malloc((n ? n : 1) * sizeof(int)), *p = out;
-    for (int i = 2; i < ncomms; i++) {
-        *p++ = comms_def[i].seq, *p++ = comms_def[i].leader, *p++ = comms_def[i].size;
-        memcpy(p, comms_def[i].world, (size_t)comms_def[i].size * sizeof(int));
-        p += comms_def[i].size;
-    }
-    *len = (int)n;
-    return out;
-}
+/* Each communicator beyond WORLD and SELF is defined for the trace by its leader (the world rank of its rank
+ * 0, which every member knows): global ids run in the order of leaders' world ranks, then of the leader's
+ * definitions, which is the order of (leader, seq) since a leader's seq grows with each communicator it makes.
+ * The leader sends each other member its communicator's id, and rank 0 receives each communicator's members
+ * once, from its leader, one communicator at a time: rank 0 holds its own communicators and one other at a
+ * time, never every rank's (a communicator of n members is sent once, not by each of its n members). Every
+ * member expects its id from the leader: members define a communicator alike, since each took part in the
+ * reduction that named it (trace_comm). */
+enum { TAG_ID = 1, TAG_SIZE = 2, TAG_MEMBERS = 3 };
+#define MEMBERS_CHUNK (1 << 24) /* ints per message of members: each message's count far below INT_MAX */
+
+static int owned(int i) { return i >= 2 && comms_def[i].leader == t_rank; }
 
 typedef struct {
-    int seq, leader, size;
-    const int *members;
-    int order; /* position among all ranks' entries */
-} pkt_entry;
+    int leader, seq, local;
+} pkt_key;
 
-static int by_name(const void *a, const void *b) {
-    const pkt_entry *x = a, *y = b;
+static int by_key(const void *a, const void *b) {
+    const pkt_key *x = a, *y = b;
     if (x->leader != y->leader) return x->leader < y->leader ? -1 : 1;
-    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* rank 0: the global communicator of every entry (in gathered order); the distinct ones in `unique` */
-static int *unify(const int *all, int total, pkt_entry **unique, int *nunique) {
-    int n = 0;
-    for (int i = 0; i < total; i += 3 + all[i + 2]) n++;
-    pkt_entry *e = malloc((size_t)(n ? n : 1) * sizeof *e);
-    int k = 0;
-    for (int i = 0; i < total; i += 3 + all[i + 2], k++)
-        e[k] = (pkt_entry){all[i], all[i + 1], all[i + 2], all + i + 3, k};
-    qsort(e, (size_t)n, sizeof *e, by_name);
-    int *global = malloc((size_t)(n ? n : 1) * sizeof(int));
-    *unique = malloc((size_t)(n ? n : 1) * sizeof(pkt_entry));
-    *nunique = 0;
-    for (int i = 0; i < n; i++) {
-        if (i == 0 || e[i].seq != e[i - 1].seq || e[i].leader != e[i - 1].leader)
-            (*unique)[(*nunique)++] = e[i];
-        global[e[i].order] = 2 + *nunique - 1;
+/* the global id of each of this rank's communicators (map[local]), from the ids of the ones it leads and
+ * messages from the leaders of the others, over `comm` (a private duplicate of MPI_COMM_WORLD) */
+static void exchange_ids(uint64_t *map, uint64_t first, MPI_Comm comm) {
+    size_t nsend = 0, nkeys = 0;
+    for (int i = 2; i < ncomms; i++) {
+        if (owned(i)) nsend += (size_t)comms_def[i].size - 1;
+        else nkeys++;
     }
-    free(e);
-    return global;
+    uint32_t *ids = malloc((size_t)(ncomms ? ncomms : 1) * 2 * sizeof(uint32_t));
+    MPI_Request *req = malloc((nsend ? nsend : 1) * sizeof *req);
+    pkt_key *keys = malloc((nkeys ? nkeys : 1) * sizeof *keys);
+    uint64_t next = first;
+    size_t s = 0, k = 0;
+    for (int i = 2; i < ncomms; i++) {
+        const pkt_comm *c = &comms_def[i];
+        if (!owned(i)) {
+            keys[k++] = (pkt_key){c->leader, c->seq, i};
+            continue;
+        }
+        map[i] = next++;
+        ids[2 * i] = (uint32_t)c->seq, ids[2 * i + 1] = (uint32_t)map[i];
+        for (int m = 0; m < c->size; m++)
+            if (c->world[m] != t_rank) PMPI_Isend(ids + 2 * i, 2, MPI_UINT32_T, c->world[m], TAG_ID, comm, &req[s++]);
+    }
+    qsort(keys, nkeys, sizeof *keys, by_key);
+    for (size_t n = 0; n < nkeys; n++) {
+        uint32_t got[2];
+        MPI_Status st;
+        PMPI_Recv(got, 2, MPI_UINT32_T, MPI_ANY_SOURCE, TAG_ID, comm, &st);
+        pkt_key want = {st.MPI_SOURCE, (int)got[0], 0}, *hit = bsearch(&want, keys, nkeys, sizeof *keys, by_key);
+        if (hit) map[hit->local] = got[1];
+    }
+    for (size_t n = 0; n < s; n++) PMPI_Wait(&req[n], MPI_STATUS_IGNORE); /* any number of them, not an int */
+    free(ids), free(req), free(keys);
+}
+
+/* leaders other than rank 0: the members of each communicator they lead, to rank 0, in definition order */
+static void send_members(MPI_Comm comm) {
+    for (int i = 2; i < ncomms; i++) {
+        if (!owned(i)) continue;
+        const pkt_comm *c = &comms_def[i];
+        PMPI_Send(&c->size, 1, MPI_INT, 0, TAG_SIZE, comm);
+        for (int at = 0; at < c->size; at += MEMBERS_CHUNK) {
+            int n = c->size - at < MEMBERS_CHUNK ? c->size - at : MEMBERS_CHUNK;
+            PMPI_Send(c->world + at, n, MPI_INT, 0, TAG_MEMBERS, comm);
+        }
+    }
+}
+
+/* rank 0: the world ranks of the next communicator `leader` leads (own: local id `*own`, advanced) into
+ * `*members` (grown as needed; capacity `*cap`); its size */
+static int next_members(int leader, int *own, MPI_Comm comm, uint64_t **members, size_t *cap) {
+    int size;
+    const int *world = NULL;
+    int *got = NULL;
+    if (leader == 0) {
+        while (!owned(*own)) ++*own;
+        size = comms_def[*own].size, world = comms_def[*own].world;
+        ++*own;
+    } else {
+        PMPI_Recv(&size, 1, MPI_INT, leader, TAG_SIZE, comm, MPI_STATUS_IGNORE);
+        got = malloc((size_t)(size ? size : 1) * sizeof(int));
+        for (int at = 0; at < size; at += MEMBERS_CHUNK) {
+            int n = size - at < MEMBERS_CHUNK ? size - at : MEMBERS_CHUNK;
+            PMPI_Recv(got + at, n, MPI_INT, leader, TAG_MEMBERS, comm, MPI_STATUS_IGNORE);
+        }
+        world = got;
+    }
+    if ((size_t)size > *cap) {
+        free(*members);
+        *cap = (size_t)size;
+        *members = malloc(*cap * sizeof(uint64_t));
+    }
+    for (int k = 0; k < size; k++) (*members)[k] = (uint64_t)world[k];
+    free(got);
+    return size;
 }
 
 static OTF2_StringRef string_ref(OTF2_GlobalDefWriter *w, const char *text) {
@@ -302,9 +356,11 @@ static void property(OTF2_GlobalDefWriter *w, OTF2_LocationRef loc, OTF2_StringR
     }
 }
 
-enum { INFO_EVENTS, INFO_FIRST, INFO_LAST, INFO_OFFSET, INFO_BOUND, INFO_FLUSHES, INFO_DROPPED, NINFO };
+/* what rank 0 gathers from every rank, NINFO doubles (exact integers below 2^53): the per-rank part of the
+ * global definitions; INFO_LED, the number of communicators the rank leads */
+enum { INFO_EVENTS, INFO_FIRST, INFO_LAST, INFO_OFFSET, INFO_BOUND, INFO_FLUSHES, INFO_DROPPED, INFO_LED, NINFO };
 
-static void write_global(const double *info, const char *hosts, const pkt_entry *unique, int nunique) {
+static void write_global(const double *info, const char *hosts, MPI_Comm comm) {
     OTF2_GlobalDefWriter *w = OTF2_Archive_GetGlobalDefWriter(archive);
     uint64_t first = UINT64_MAX, last = 0;
     for (int r = 0; r < t_size; r++) {
@@ -341,6 +397,10 @@ static void write_global(const double *info, const char *hosts, const pkt_entry 
     int *node_of = malloc((size_t)t_size * sizeof(int)), nnodes = 0;
     for (int r = 0; r < t_size; r++) {
         const char *h = hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME;
+        if (r > 0 && strncmp(h - MPI_MAX_PROCESSOR_NAME, h, MPI_MAX_PROCESSOR_NAME) == 0) { /* the usual case */
+            node_of[r] = node_of[r - 1];
+            continue;
+        }
         int q = 0;
         while (q < r && strncmp(hosts + (size_t)q * MPI_MAX_PROCESSOR_NAME, h, MPI_MAX_PROCESSOR_NAME) != 0) q++;
         if (q < r) {
@@ -384,19 +444,22 @@ static void write_global(const double *info, const char *hosts, const pkt_entry 
                                    OTF2_COMM_FLAG_NONE);
     OTF2_GlobalDefWriter_WriteComm(w, PKT_SELF, string_ref(w, "MPI_COMM_SELF"), 2, OTF2_UNDEFINED_COMM,
                                    OTF2_COMM_FLAG_NONE);
-    for (int i = 0; i < nunique; i++) {
-        char name[64];
-        const pkt_entry *e = &unique[i];
-        uint64_t *m = malloc((size_t)(e->size ? e->size : 1) * sizeof(uint64_t));
-        for (int k = 0; k < e->size; k++) m[k] = (uint64_t)e->members[k];
-        snprintf(name, sizeof name, "MPI communicator %d", 2 + i);
-        OTF2_StringRef s = string_ref(w, name);
-        OTF2_GlobalDefWriter_WriteGroup(w, (OTF2_GroupRef)(3 + i), s, OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
-                                        OTF2_GROUP_FLAG_NONE, (uint32_t)e->size, m);
-        OTF2_GlobalDefWriter_WriteComm(w, (OTF2_CommRef)(2 + i), s, (OTF2_GroupRef)(3 + i), OTF2_UNDEFINED_COMM,
-                                       OTF2_COMM_FLAG_NONE);
-        free(m);
-    }
+    /* the other communicators, received one at a time from their leaders, in the order of their global ids */
+    uint64_t id = 2, *m = NULL;
+    size_t cap = 0;
+    int own = 2;
+    for (int r = 0; r < t_size; r++)
+        for (uint64_t k = 0, nled = (uint64_t)info[(size_t)r * NINFO + INFO_LED]; k < nled; k++, id++) {
+            int size = next_members(r, &own, comm, &m, &cap);
+            char name[64];
+            snprintf(name, sizeof name, "MPI communicator %llu", (unsigned long long)id);
+            OTF2_StringRef s = string_ref(w, name);
+            OTF2_GlobalDefWriter_WriteGroup(w, (OTF2_GroupRef)(id + 1), s, OTF2_GROUP_TYPE_COMM_GROUP,
+                                            OTF2_PARADIGM_MPI, OTF2_GROUP_FLAG_NONE, (uint32_t)size, m);
+            OTF2_GlobalDefWriter_WriteComm(w, (OTF2_CommRef)id, s, (OTF2_GroupRef)(id + 1), OTF2_UNDEFINED_COMM,
+                                           OTF2_COMM_FLAG_NONE);
+        }
+    free(m);
     OTF2_Archive_CloseGlobalDefWriter(archive, w);
     free(members);
     free(node_of);
@@ -414,56 +477,43 @@ void pkt_close(double t, const char *hosts, double clock_bound) {
     }
     OTF2_Archive_CloseEvtFiles(archive);
 
-    /* communicators: every rank's names and members to rank 0, the global id of each back */
-    int len, *mine = pack_comms(&len), *lens = NULL, *displs = NULL, *all = NULL, total = 0;
-    int nmine = ncomms - 2, *counts = NULL, *cdispls = NULL, *global = NULL, *back = malloc(
-        (size_t)(nmine ? nmine : 1) * sizeof(int));
-    if (t_rank == 0) {
-        lens = calloc((size_t)t_size, sizeof(int));
-        displs = calloc((size_t)t_size, sizeof(int));
-        counts = calloc((size_t)t_size, sizeof(int));
-        cdispls = calloc((size_t)t_size, sizeof(int));
-    }
-    PMPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    PMPI_Gather(&nmine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (t_rank == 0) {
-        int c = 0;
-        for (int r = 0; r < t_size; r++) {
-            displs[r] = total, total += lens[r];
-            cdispls[r] = c, c += counts[r];
-        }
-        all = malloc((size_t)(total ? total : 1) * sizeof(int));
-    }
-    PMPI_Gatherv(mine, len, MPI_INT, all, lens, displs, MPI_INT, 0, MPI_COMM_WORLD);
-    pkt_entry *unique = NULL;
-    int nunique = 0;
-    if (t_rank == 0) global = unify(all, total, &unique, &nunique);
-    PMPI_Scatterv(global, counts, cdispls, MPI_INT, back, nmine, MPI_INT, 0, MPI_COMM_WORLD);
+    /* communicators: global ids by an exclusive prefix sum of the numbers each rank leads */
+    MPI_Comm comm;
+    PMPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    uint64_t led = 0, first = 0;
+    for (int i = 2; i < ncomms; i++) led += (uint64_t)owned(i);
+    PMPI_Exscan(&led, &first, 1, MPI_UINT64_T, MPI_SUM, comm);
+    if (t_rank == 0) first = 0; /* MPI_Exscan leaves rank 0's result undefined */
+    if (2 + first + led >= OTF2_UNDEFINED_COMM)
+        fprintf(stderr, "perfkit collect: rank %d: more communicators than the trace's 32-bit ids hold\n", t_rank);
+    uint64_t *map = calloc((size_t)ncomms, sizeof(uint64_t));
+    map[PKT_WORLD] = PKT_WORLD, map[PKT_SELF] = PKT_SELF;
+    exchange_ids(map, 2 + first, comm);
 
     OTF2_Archive_OpenDefFiles(archive);
     OTF2_DefWriter *dw = OTF2_Archive_GetDefWriter(archive, (OTF2_LocationRef)t_rank);
-    uint64_t *map = malloc((size_t)ncomms * sizeof(uint64_t));
-    map[PKT_WORLD] = PKT_WORLD, map[PKT_SELF] = PKT_SELF;
-    for (int i = 0; i < nmine; i++) map[2 + i] = (uint64_t)back[i];
     OTF2_IdMap *idmap = OTF2_IdMap_CreateFromUint64Array((uint64_t)ncomms, map, false);
     OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_COMM, idmap);
     OTF2_IdMap_Free(idmap);
     OTF2_Archive_CloseDefWriter(archive, dw);
     OTF2_Archive_CloseDefFiles(archive);
 
+    /* NINFO doubles per rank: a count of t_size * NINFO, within an int for up to 268 million ranks */
     double info[NINFO] = {(double)nevents, (double)t_first, (double)t_last, t_offset, clock_bound,
-                          (double)flushes, (double)dropped};
+                          (double)flushes, (double)dropped, (double)led};
     double *infos = t_rank == 0 ? malloc((size_t)t_size * NINFO * sizeof(double)) : NULL;
     PMPI_Gather(info, NINFO, MPI_DOUBLE, infos, NINFO, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (t_rank == 0) {
-        write_global(infos, hosts, unique, nunique);
+        write_global(infos, hosts, comm);
         uint64_t lost = 0;
         for (int r = 0; r < t_size; r++) lost += (uint64_t)infos[(size_t)r * NINFO + INFO_DROPPED];
         if (lost) fprintf(stderr, "perfkit collect: %llu trace events dropped (see perfkit::events_dropped)\n",
                           (unsigned long long)lost);
+    } else {
+        send_members(comm);
     }
+    PMPI_Comm_free(&comm);
     OTF2_Archive_Close(archive);
     archive = NULL;
-    free(map), free(mine), free(back), free(lens), free(displs), free(all), free(counts), free(cdispls);
-    free(global), free(unique), free(infos);
+    free(map), free(infos);
 }
