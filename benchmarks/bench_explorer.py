@@ -5,10 +5,11 @@ layout already rendered to bokeh models (as in a notebook, Voila or ``panel serv
 is computed and pushed into the existing plot. Timed on the bundled 2,048-rank synthetic run in
 two MPInside modes (``slt`` and ``basic``): moving the rank slider, changing run, changing the
 grouping and the metric (target: under 200 ms each; each also against the per-rank view alone,
-``rank_explorer``, in the same process, the two alternated); also the first render, a run change while
-the findings tab (``perfkit.diagnose``) is shown, a box selection of ranks in the per-rank plot (the
-``Selection1D`` event a box sends: state, markers and selection line updated), and a box selection
-while the findings tab is shown (``diagnose`` on the selected ranks).
+``rank_explorer``, and against the per-rank table alone, the numbers any view of that change must compute
+(``data_only``: ``rank_totals`` and its binning), in the same process, the three alternated); also the first
+render, a run change while the findings tab (``perfkit.diagnose``) is shown, a box selection of ranks in the
+per-rank plot (the outline a released box sends: state, markers and selection line updated), and a box
+selection while the findings tab is shown (``diagnose`` on the selected ranks).
 
 Run: ``python benchmarks/bench_explorer.py [--repeats 7]``.
 """
@@ -30,6 +31,9 @@ from bokeh.models import ColumnDataSource
 from timing import alternating_medians, median_seconds
 
 import perfkit
+from perfkit.analysis.cube import rank_totals
+from perfkit.plots.profile import bin_ranks
+from perfkit.plots.rank_figure import GEOMETRY
 from perfkit.widgets.explorer import explore
 from perfkit.widgets.ranks import rank_explorer
 
@@ -64,20 +68,31 @@ def plotted_ranks(root) -> float:
     return max(float(np.max(np.concatenate([np.ravel(x) for x in s.data["xs"]]))) for s in sources)
 
 
-def selection_stream(layout: pn.Column) -> hv.streams.Selection1D:
-    """The stream a box or lasso over the per-rank plot's markers feeds."""
-    maps, found = [layout.select(pn.pane.HoloViews)[0].object], []
-    while maps:
-        dmap = maps.pop()
-        maps += [m for m in dmap.callback.inputs if isinstance(m, hv.DynamicMap)]
-        found += [s for s in hv.streams.Stream.registry.get(dmap, []) if isinstance(s, hv.streams.Selection1D)]
-    return found[0]
-
-
-def boxes(stream: hv.streams.Selection1D, spans) -> Callable[[], None]:
-    """A function that sends the next box of ``spans`` (first, last marker index) on each call."""
+def boxes(geometry: ColumnDataSource, spans) -> Callable[[], None]:
+    """A function that sends the next box of ``spans`` (first, last rank; every total) on each call, as the page
+    does when a box is released over the per-rank plot (into its ``geometry`` source)."""
     spans = itertools.cycle(spans)
-    return lambda: stream.event(index=list(range(*next(spans))))
+
+    def send() -> None:
+        lo, hi = next(spans)
+        geometry.data = {"x": [lo - 0.5, hi + 0.5], "y": [-1.0, 1e30]}
+
+    return send
+
+
+def data_only(runs, label: str, values) -> Callable[[], None]:
+    """The reference: the per-rank table the plot draws after the next value of ``values`` (no view), for the
+    state a change of that control would give."""
+    state = {"run": str(runs["run"].values[0]), "metric": "time", "by": "function", "ranks": (0, 2047)}
+    key = {"ranks": "ranks", "run": "run", "group by": "by", "metric": "metric"}[label]
+    values = itertools.cycle(values)
+
+    def compute() -> None:
+        state[key] = next(values)
+        table = rank_totals(runs, state["run"], by=state["by"], metric=state["metric"], ranks=tuple(state["ranks"]))
+        bin_ranks(table)
+
+    return compute
 
 
 def main() -> None:
@@ -105,18 +120,22 @@ def main() -> None:
              "grouping_change": (pn.widgets.RadioButtonGroup, "group by", ["kind", "call", "function"]),
              "metric_change": (pn.widgets.Select, "metric", ["calls", "time"])}
     for name, (kind, label, values) in steps.items():
-        medians = alternating_medians({view: cycle(widget(shown, kind, label), values)
-                                       for view, shown in (("explore", layout), ("alone", alone))}, repeats)
+        funcs = {view: cycle(widget(shown, kind, label), values)
+                 for view, shown in (("explore", layout), ("alone", alone))}
+        funcs["data"] = data_only(runs, label, values)
+        medians = alternating_medians(funcs, repeats)
         result[f"{name}_ms"] = 1e3 * medians["explore"]
         result[f"{name}_bands_only_ms"] = 1e3 * medians["alone"]
+        result[f"{name}_data_only_ms"] = 1e3 * medians["data"]
         result[f"{name}_over_bands_only"] = medians["explore"] / medians["alone"]
-    stream = selection_stream(layout)
+        result[f"{name}_over_data_only"] = medians["explore"] / medians["data"]
     spans = [(100, 400), (1000, 1900), (0, 2047)]
-    result["box_selection_ms"] = 1e3 * median_seconds(boxes(stream, spans), repeats)
+    (geometry,) = root.select({"type": ColumnDataSource, "name": GEOMETRY})  # in the page while its tab is shown
+    result["box_selection_ms"] = 1e3 * median_seconds(boxes(geometry, spans), repeats)
     tabs = layout.select(pn.Tabs)[0]
     names = list(tabs._names)
     tabs.active = names.index("findings")
-    result["box_selection_findings_tab_ms"] = 1e3 * median_seconds(boxes(stream, spans), max(3, repeats // 2))
+    result["box_selection_findings_tab_ms"] = 1e3 * median_seconds(boxes(geometry, spans), max(3, repeats // 2))
     widget(layout, pn.widgets.Button, "clear selection").clicks += 1  # the run changes below are on every rank
     result["run_change_findings_tab_ms"] = 1e3 * median_seconds(cycle(run, labels), max(3, repeats // 2))
     result["within_target"] = all(result[k] < TARGET_MS for k in
