@@ -262,39 +262,45 @@ static int by_key(const void *a, const void *b) {
 }
 
 /* the global id of each of this rank's communicators (map[local]), from the ids of the ones it leads and
- * messages from the leaders of the others, over `comm` (a private duplicate of MPI_COMM_WORLD) */
+ * messages from the leaders of the others, over `comm` (a private duplicate of MPI_COMM_WORLD). The receives
+ * are posted first, so that the sends, at most ID_BATCH at a time, complete whatever the MPI's protocol;
+ * a leader of communicators of many members (rank 0 of duplicates of the world) holds ID_BATCH requests, not
+ * one per member. */
+#define ID_BATCH 256
 static void exchange_ids(uint64_t *map, uint64_t first, MPI_Comm comm) {
-    size_t nsend = 0, nkeys = 0;
-    for (int i = 2; i < ncomms; i++) {
-        if (owned(i)) nsend += (size_t)comms_def[i].size - 1;
-        else nkeys++;
-    }
+    size_t nkeys = 0;
+    for (int i = 2; i < ncomms; i++) nkeys += !owned(i);
     uint32_t *ids = malloc((size_t)(ncomms ? ncomms : 1) * 2 * sizeof(uint32_t));
-    MPI_Request *req = malloc((nsend ? nsend : 1) * sizeof *req);
+    uint32_t *got = malloc((nkeys ? nkeys : 1) * 2 * sizeof(uint32_t));
+    MPI_Request *recv = malloc((nkeys ? nkeys : 1) * sizeof *recv), send[ID_BATCH];
     pkt_key *keys = malloc((nkeys ? nkeys : 1) * sizeof *keys);
+    size_t k = 0;
+    for (int i = 2; i < ncomms; i++)
+        if (!owned(i)) keys[k++] = (pkt_key){comms_def[i].leader, comms_def[i].seq, i};
+    qsort(keys, nkeys, sizeof *keys, by_key);
+    for (size_t n = 0; n < nkeys; n++) PMPI_Irecv(got + 2 * n, 2, MPI_UINT32_T, MPI_ANY_SOURCE, TAG_ID, comm, &recv[n]);
     uint64_t next = first;
-    size_t s = 0, k = 0;
+    int b = 0;
     for (int i = 2; i < ncomms; i++) {
         const pkt_comm *c = &comms_def[i];
-        if (!owned(i)) {
-            keys[k++] = (pkt_key){c->leader, c->seq, i};
-            continue;
-        }
+        if (!owned(i)) continue;
         map[i] = next++;
         ids[2 * i] = (uint32_t)c->seq, ids[2 * i + 1] = (uint32_t)map[i];
-        for (int m = 0; m < c->size; m++)
-            if (c->world[m] != t_rank) PMPI_Isend(ids + 2 * i, 2, MPI_UINT32_T, c->world[m], TAG_ID, comm, &req[s++]);
+        for (int m = 0; m < c->size; m++) {
+            if (c->world[m] == t_rank) continue;
+            PMPI_Isend(ids + 2 * i, 2, MPI_UINT32_T, c->world[m], TAG_ID, comm, &send[b++]);
+            if (b == ID_BATCH)
+                for (; b > 0; b--) PMPI_Wait(&send[b - 1], MPI_STATUS_IGNORE);
+        }
     }
-    qsort(keys, nkeys, sizeof *keys, by_key);
+    for (; b > 0; b--) PMPI_Wait(&send[b - 1], MPI_STATUS_IGNORE);
     for (size_t n = 0; n < nkeys; n++) {
-        uint32_t got[2];
         MPI_Status st;
-        PMPI_Recv(got, 2, MPI_UINT32_T, MPI_ANY_SOURCE, TAG_ID, comm, &st);
-        pkt_key want = {st.MPI_SOURCE, (int)got[0], 0}, *hit = bsearch(&want, keys, nkeys, sizeof *keys, by_key);
-        if (hit) map[hit->local] = got[1];
+        PMPI_Wait(&recv[n], &st);
+        pkt_key want = {st.MPI_SOURCE, (int)got[2 * n], 0}, *hit = bsearch(&want, keys, nkeys, sizeof *keys, by_key);
+        if (hit) map[hit->local] = got[2 * n + 1];
     }
-    for (size_t n = 0; n < s; n++) PMPI_Wait(&req[n], MPI_STATUS_IGNORE); /* any number of them, not an int */
-    free(ids), free(req), free(keys);
+    free(ids), free(got), free(recv), free(keys);
 }
 
 /* leaders other than rank 0: the members of each communicator they lead, to rank 0, in definition order */

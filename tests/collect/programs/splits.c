@@ -8,7 +8,7 @@
  * before MPI_Finalize, the others not. Rank 0 writes the truth, computed here: "comm m0 m1 ..." per
  * communicator of more than one member (world ranks in the communicator's rank order) and "p2p sender receiver
  * bytes" per pair (world ranks, summed over the communicators) into argv[1] (none without it, or "-"); given
- * argv[2], its own view of MPI_Finalize into that file: the call's duration [s], its resident memory before
+ * argv[2] (not "-"), its own view of MPI_Finalize into that file: the call's duration [s], its resident memory before
  * it and its peak resident memory during it [KiB] (the peak reset just before the call, /proc/self/clear_refs). */
 #include <mpi.h>
 #include <stdio.h>
@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
     double t = now();
     MPI_Finalize();
     t = now() - t;
-    if (rank == 0 && argc > 2) {
+    if (rank == 0 && argc > 2 && strcmp(argv[2], "-") != 0) {
         FILE *fh = fopen(argv[2], "w");
         fprintf(fh, "finalize_seconds %.9g\nrss_before_kib %ld\npeak_kib %ld\n", t, before, status_kib("VmHWM"));
         fclose(fh);
