@@ -20,6 +20,8 @@ _TEXT_COORDS = ("function", "call", "kind", "metric", "units", "run", "label", "
 #: zarr chunk length along ``run`` of the stores ``convert`` writes, and the runs per chunk ``load`` reads
 #: (unless ``chunks`` gives ``run``): lazy analyses reduce a chunk at a time, so memory does not grow with runs.
 RUN_CHUNK = 1
+#: File name endings of the stores :func:`save` and ``perfkit convert`` write (zarr folders, netCDF files).
+STORE_SUFFIXES = (".zarr", ".nc")
 #: The completeness mark: a root attribute holding the number of runs, written after everything else.
 COMPLETE = "perfkit_complete"
 

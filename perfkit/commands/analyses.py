@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
 Runner = Callable[[argparse.Namespace], int]
-STORES = (".zarr", ".nc")
 EXIT_STATUS = "exit status: 0 printed, 1 a file could not be read or the analysis failed, 2 usage error"
 
 
@@ -56,17 +55,18 @@ def load_runs(patterns: Sequence[str], input_format: str | None = None, errors: 
     import perfkit
     from perfkit.cli import _print_refused, _quiet
     from perfkit.io.open import expand_paths
+    from perfkit.storage import STORE_SUFFIXES
 
     paths = [path for pattern in patterns for path in expand_paths(pattern)]
     stores = []
-    for path in (p for p in paths if p.suffix in STORES):
+    for path in (p for p in paths if p.suffix in STORE_SUFFIXES):
         try:
             stores.append(perfkit.load(path, chunks={}))
         except PerfkitFormatError as exc:  # not a store perfkit wrote (a netCDF of something else)
             if errors == "raise":
                 raise
             print(f"refused: {exc}", file=sys.stderr)
-    files = [path for path in paths if path.suffix not in STORES]
+    files = [path for path in paths if path.suffix not in STORE_SUFFIXES]
     datasets = stores
     if files:
         opened = perfkit.open_runs(files, format=input_format, progress=False, errors=_quiet(errors))

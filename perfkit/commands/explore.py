@@ -1,4 +1,4 @@
-"""``perfkit explore FILES...``: the explorer dashboard of those runs, served by panel on this machine.
+"""``perfkit explore FILES...``: the explorer dashboard of those runs (profiles or stores), served on this machine.
 
 The runs are read once (``perfkit.widgets.explorer_app``); every browser session gets its own
 dashboard. Panel's server hands out its JavaScript itself: no internet access is needed. The command
@@ -15,7 +15,8 @@ Runner = Any
 
 
 def configure_explore(parser: argparse.ArgumentParser) -> Runner:
-    parser.add_argument("paths", nargs="+", metavar="FILES", help="profiles or glob patterns")
+    parser.add_argument("paths", nargs="+", metavar="FILES",
+                        help="profiles, glob patterns or stores perfkit convert wrote")
     parser.add_argument("--port", type=int, default=5006, help="the port to serve on (default 5006)")
     parser.add_argument("--address", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     parser.add_argument("--show", action="store_true", help="open a browser tab")
@@ -27,11 +28,12 @@ def configure_explore(parser: argparse.ArgumentParser) -> Runner:
 
 def run_explore(args: argparse.Namespace) -> int:
     from perfkit.io.open import expand_paths
+    from perfkit.text import plural
     from perfkit.widgets import explorer_app
 
     paths = tuple(str(path) for pattern in args.paths for path in expand_paths(pattern))  # a missing file fails here
     runs = explorer_app.load(paths)
-    print(f"perfkit explore: {runs.sizes['run']} run(s) at http://{args.address}:{args.port}/ (Ctrl-C stops)",
+    print(f"perfkit explore: {plural(runs.sizes['run'], 'run')} at http://{args.address}:{args.port}/ (Ctrl-C stops)",
           file=sys.stderr, flush=True)
     argv = [*paths, "--port", str(args.port), "--address", args.address, "--link-rate", args.link_rate]
     explorer_app.main([*argv, "--show"] if args.show else argv)

@@ -1,7 +1,8 @@
 """Serve the perfkit explorer in a browser with panel's server.
 
 ``python -m perfkit.widgets.explorer_app [FILES_OR_GLOBS ...] [--link-rate 200mbit] [--port 5006]``
-reads the profiles once and serves one dashboard per browser session; without files it serves the
+reads the profiles once (stores ``perfkit convert`` wrote, ``.zarr`` or ``.nc``, are opened lazily) and
+serves one dashboard per browser session; without files it serves the
 bundled synthetic scaling series. ``panel serve perfkit/widgets/explorer_app.py`` serves the bundled
 series too, or ``--args FILES_OR_GLOBS ... [--link-rate RATE]``. A closed loop's folder
 (``before.mpinside`` and ``<strategy>.mpinside`` re-runs) shows predicted against measured in the
@@ -29,11 +30,18 @@ BUNDLED = str(Path(__file__).resolve().parents[2] / "data" / "synthetic" / "*" /
 
 @pn.cache
 def load(paths: tuple[str, ...] = (BUNDLED,)) -> xr.Dataset:
-    """The runs in ``paths`` (files or glob patterns), read once per server process."""
+    """The runs in ``paths`` (profiles, glob patterns, or stores perfkit wrote, opened lazily), read once per
+    server process."""
     import perfkit
     from perfkit.io.open import expand_paths
+    from perfkit.storage import STORE_SUFFIXES
 
-    return perfkit.open_runs([path for pattern in paths for path in expand_paths(pattern)])
+    found = [path for pattern in paths for path in expand_paths(pattern)]
+    parts = [perfkit.load(path, chunks={}) for path in found if path.suffix in STORE_SUFFIXES]
+    files = [path for path in found if path.suffix not in STORE_SUFFIXES]
+    if files or not parts:
+        parts.append(perfkit.open_runs(files))
+    return parts[0] if len(parts) == 1 else perfkit.combine_runs(parts)
 
 
 #: What the page says while the profiles are read and the explorer is built.
@@ -58,7 +66,8 @@ def app(paths: tuple[str, ...] = (BUNDLED,), link_rate: str = "") -> pn.Column:
 def parser(serving: bool = False) -> argparse.ArgumentParser:
     """The options: files and link rate; host and port unless under ``panel serve`` (``serving``)."""
     parser = argparse.ArgumentParser(prog="python -m perfkit.widgets.explorer_app", description=__doc__.split("\n")[0])
-    parser.add_argument("paths", nargs="*", help="profile files or glob patterns (default: bundled synthetic series)")
+    parser.add_argument("paths", nargs="*",
+                        help="profile files, glob patterns or stores (default: bundled synthetic series)")
     parser.add_argument("--link-rate", default="", help="each node's link rate for the placement tab's prediction, "
                         "e.g. 200mbit (default: unknown)")
     if not serving:

@@ -6,6 +6,7 @@ import os
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perfkit.cli import main
@@ -24,7 +25,7 @@ def test_explore_serves_the_dashboard_of_the_files(tmp_path: Path) -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=180) as response:
             page = response.read().decode()
         assert response.status == 200 and "perfkit explorer" in page
-        assert "2 run(s) at http://127.0.0.1:" in log.read_text()
+        assert "perfkit explore: 2 runs at http://127.0.0.1:" in log.read_text()
     finally:
         stop_server(proc)
     assert proc.poll() is not None
@@ -33,3 +34,22 @@ def test_explore_serves_the_dashboard_of_the_files(tmp_path: Path) -> None:
 def test_explore_refuses_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explore", str(tmp_path / "absent.mpinside")]) == 1
     assert "absent.mpinside" in capsys.readouterr().err
+
+
+def test_a_store_is_explored_lazily_beside_files(tmp_path: Path) -> None:
+    """A store perfkit convert wrote is opened lazily (dask), its runs beside those of the files given."""
+    import perfkit
+    from perfkit.widgets import explorer_app
+
+    lab = sorted((ROOT / "data" / "lab").glob("*.mpinside"))
+    store = tmp_path / "lab.zarr"
+    perfkit.convert(lab[:1], store)
+    runs = explorer_app.load((str(store), str(lab[1])))
+    assert runs.sizes["run"] == 2
+    assert [str(r) for r in runs["run"].values] == [str(perfkit.open_profile(p)["run"].values[0]) for p in lab[:2]]
+    alone = explorer_app.load((str(store),))
+    assert hasattr(alone["profile"].data, "dask")
+    expected = perfkit.open_profile(lab[0])
+    xr_equal = alone["profile"].sel(run=str(expected["run"].values[0])).load()
+    np.testing.assert_array_equal(xr_equal.transpose(*expected["profile"].isel(run=0).dims).values,
+                                  expected["profile"].isel(run=0).values)
