@@ -3,13 +3,20 @@
 Times are medians of perfkit and pandas called in turn in one process; peak memory is measured in a
 fresh interpreter for each (``timing.peak_memory``) and given per byte of the file.
 
-Run: .venv/bin/python benchmarks/bench_mpinside.py  (writes benchmarks/results/mpinside.json)
+Files with per-rank size tables (``perfkit.synthetic`` runs of 3,072 to 100,000 ranks: two tables a
+rank, then the matrices) are read against pandas parsing all of the file's rows in one call, and
+written against pandas formatting the same tables, one frame each (``write_reference``).
+
+Run: .venv/bin/python benchmarks/bench_mpinside.py [--sizes 3072 16384 100000] [--only sizes]
+(writes benchmarks/results/mpinside.json; ``--only sizes`` keeps the file's other entries)
 """
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -19,8 +26,10 @@ import pandas as pd
 from timing import alternating_medians, peak_memory
 
 import perfkit
-from perfkit.io.mpinside import write
-from perfkit.model import make_run
+from perfkit import synthetic
+from perfkit.io.mpinside import read, write
+from perfkit.io.mpinside.writer import MATRICES, SIZE_TABLES, TABLES
+from perfkit.model import SIZE_STATS, make_run
 
 RESULTS = Path(__file__).parent / "results" / "mpinside.json"
 CALLS = ["Recv", "Send", "Isend", "Irecv", "Waitall", "Wait", "Bcast", "Allreduce", "Barrier", "Alltoall",
@@ -52,6 +61,52 @@ def pandas_reference(path: Path) -> None:
         pd.read_csv(io.BytesIO(body), sep=r"\s+", na_values=["-----"])
 
 
+def rows_reference(path: Path) -> None:
+    """pandas parsing every row of the file (titles and column lines dropped) in one call, padded to the widest."""
+    rows = re.sub(rb"(?m)^>>>>.*\n.*\n", b"", path.read_bytes())
+    width = max(len(line.split()) for line in rows[:1 << 20].splitlines()[:2000])
+    pd.read_csv(io.BytesIO(rows), sep=" ", header=None, names=range(width), na_values=["-----"])
+
+
+def write_reference(run) -> None:
+    """pandas formatting the run's tables (each rank table, all ranks' size rows per statistic, each matrix's
+    non-zeros) with the writer's number formats, one ``to_csv`` each."""
+    one = run.isel(run=0)
+    out = io.StringIO()
+    for metric, _, fmt in TABLES[:-1]:
+        pd.DataFrame(one["profile"].sel(metric=metric).values).to_csv(out, sep=" ", header=False, float_format=fmt)
+    sizes = one["sizes"].transpose("rank", "size_bin", "function", "stat").values
+    used = ~np.all(np.isnan(sizes), axis=(0, 1, 3))
+    for stat, _, fmt in SIZE_TABLES:
+        values = sizes[:, :, used, SIZE_STATS.index(stat)].reshape(-1, int(used.sum()))
+        pd.DataFrame(values).to_csv(out, sep=" ", header=False, na_rep="-----", float_format=fmt)
+    for _, quantity, fmt in MATRICES:
+        if quantity in one["quantity"].values:
+            m = one["traffic"].sel(quantity=quantity).data
+            pd.DataFrame({"i": m.coords[0], "j": m.coords[1], "v": m.data}).to_csv(
+                out, sep=" ", header=False, index=False, float_format=fmt)
+
+
+def size_tables(ranks: int, tmp: Path) -> dict[str, float]:
+    """Read and write times of a synthetic run of ``ranks`` ranks with size tables and matrices, with ratios."""
+    run, _ = synthetic.generate_run(ranks, "slt", steps=2)
+    path = write(run, tmp / f"sizes{ranks}.mpinside")
+    repeats = 3 if ranks <= 20_000 else 1
+    t = alternating_medians({"read": lambda: read(path), "pandas_read": lambda: rows_reference(path),
+                             "write": lambda: write(run, path), "pandas_write": lambda: write_reference(run)},
+                            repeats)
+    out = {"ranks": ranks, "tables": 2 * ranks, "file_MB": round(path.stat().st_size / 1e6, 1),
+           **{f"{k}_s": round(v, 3) for k, v in t.items()},
+           "read_ratio": round(t["read"] / t["pandas_read"], 2),
+           "write_ratio": round(t["write"] / t["pandas_write"], 2),
+           "read_ms_per_rank": round(1e3 * t["read"] / ranks, 4),
+           "write_ms_per_rank": round(1e3 * t["write"] / ranks, 4)}
+    print(f"{ranks:,} ranks with size tables ({out['file_MB']} MB): read {t['read']:.2f} s "
+          f"({out['read_ratio']}x pandas' one-call parse of its rows), write {t['write']:.2f} s "
+          f"({out['write_ratio']}x pandas formatting its tables)", flush=True)
+    return out
+
+
 def memory(path: Path, small: Path) -> dict[str, float]:
     """Peak memory of perfkit and of the pandas reference on ``path``, each in a fresh interpreter, / file size.
 
@@ -68,8 +123,17 @@ def memory(path: Path, small: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    out: dict[str, object] = {}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[3072, 16384, 100_000])
+    parser.add_argument("--only", choices=["sizes"])
+    args = parser.parse_args()
+    out: dict[str, object] = json.loads(RESULTS.read_text()) if args.only and RESULTS.exists() else {}
     with tempfile.TemporaryDirectory() as tmp:
+        write(synthetic.generate_run(48, "slt", steps=2)[0], Path(tmp) / "warm.mpinside")  # compiled on first use
+        out["size_tables"] = [size_tables(n, Path(tmp)) for n in args.sizes]
+        if args.only:
+            RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+            return
         path = write(big_run(16384, 40), Path(tmp) / "big.txt")
         size_mb = path.stat().st_size / 1e6
         t = alternating_medians({"perfkit": lambda: perfkit.open_profile(path, format="mpinside"),

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import perfkit
-from perfkit.io.mpinside import host_runs, reader, write
+from perfkit.io.mpinside import host_runs, reader, tables, write
 from perfkit.model import make_run, read_warnings
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "seed"
@@ -259,7 +259,7 @@ def test_tables_found_whatever_the_read_size(tmp_path, monkeypatch, chunk):
     text += ">>>> Something new <<<<\nA B\n1 2\n>>>> SIZE(i,j) <<<<\ni j value\n0 1 8\n"
     path = write_text(tmp_path, text)
     expected = perfkit.open_profile(path, format="mpinside")
-    monkeypatch.setattr(reader, "CHUNK", chunk)
+    monkeypatch.setattr(tables, "CHUNK", chunk)
     ds = perfkit.open_profile(path, format="mpinside")
     xr.testing.assert_identical(ds, expected)
     assert ds["system"].item() == "x"

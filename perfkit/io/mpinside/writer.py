@@ -13,6 +13,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.io.mpinside.names import column_name
+from perfkit.model import SIZE_STATS
 
 TABLES = (
     ("time", "Communication time totals (s)", "%.6f"),
@@ -24,6 +25,9 @@ TABLES = (
 )
 MATRICES = (("SIZE", "bytes", "%.0f"), ("REQUEST", "count", "%.0f"), ("TIME", "time", "%.6f"),
             ("COLLECTIVE_SIZE", "collective_bytes", "%.0f"))  # perfkit's extension, written only when known
+SIZE_TABLES = (("count", "Sizes distribution", "%.0f"), ("time", "Size distribution times", "%.6f"))
+#: Ranks whose size tables are formatted together (their text is held at once).
+RANKS_AT_ONCE = 4096
 
 
 def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str = "sparse",
@@ -84,22 +88,46 @@ def _write(fh: TextIO, one: xr.Dataset, profile: xr.DataArray, columns: list[str
 
 def _table(fh: TextIO, title: str, header: list[str], index: np.ndarray, values: np.ndarray, fmt: str) -> None:
     fh.write(f">>>> {title} <<<<\n{' '.join(header)}\n")
-    frame = pd.DataFrame(values, index=index)
+    frame = pd.DataFrame(_as_written(values, fmt), index=index)
     frame.to_csv(fh, sep=" ", header=False, na_rep="-----", float_format=fmt, lineterminator="\n")
 
 
+def _as_written(values: np.ndarray, fmt: str) -> np.ndarray:
+    """``values`` as int64 when ``fmt`` is ``%.0f`` and they are integers that it prints as such (pandas writes
+    int64 columns in C; each float goes through ``fmt`` in Python), else unchanged."""
+    if fmt != "%.0f" or not values.size:
+        return values
+    with np.errstate(invalid="ignore"):
+        exact = np.isfinite(values) & (np.abs(values) < 2.0**63) & (np.trunc(values) == values)
+    if not exact.all() or np.signbit(values[values == 0]).any():  # NaN ("-----"), fractions, -0.0 ("-0")
+        return values
+    return values.astype(np.int64)
+
+
 def _sizes(fh: TextIO, one: xr.Dataset) -> None:
-    sizes = one["sizes"]
-    for r in one["rank"].values:
-        per_rank = sizes.sel(rank=r)
-        used = ~np.all(np.isnan(per_rank.values), axis=(1, 2))
-        if not used.any():
-            continue
-        funcs = [str(f).removeprefix("MPI_") for f in one["function"].values[used]]
-        for stat, title, fmt in (("count", "Sizes distribution", "%.0f"), ("time", "Size distribution times", "%.6f")):
-            values = per_rank.sel(stat=stat).values[used].T[::-1]
-            _table(fh, f"Rank {r} {title}", ["Sizes", *funcs], one["size_bin"].values[::-1].astype(np.int64),
-                   values, fmt)
+    """Each rank's two size tables (counts, then times; functions it used, bins from the largest), written
+    ``RANKS_AT_ONCE`` ranks at a time: the rows of ranks using the same functions formatted in one call."""
+    sizes = one["sizes"].transpose("rank", "function", "size_bin", "stat").values
+    ranks = one["rank"].values
+    names = np.array([str(f).removeprefix("MPI_") for f in one["function"].values], dtype=object)
+    bins = one["size_bin"].values[::-1].astype(np.int64)
+    used = ~np.all(np.isnan(sizes), axis=(2, 3))  # rank x function
+    written = np.flatnonzero(used.any(axis=1))
+    for start in range(0, written.size, RANKS_AT_ONCE):
+        batch = written[start:start + RANKS_AT_ONCE]
+        lines = np.empty((batch.size, len(SIZE_TABLES), 2 + bins.size), dtype=object)
+        patterns, group = np.unique(used[batch], axis=0, return_inverse=True)
+        for pattern, members in zip(patterns, (np.flatnonzero(group.ravel() == g) for g in range(len(patterns)))):
+            rows = sizes[batch[members]][:, pattern][:, :, ::-1]  # ranks x functions x bins (largest first) x stat
+            for s, (stat, title, fmt) in enumerate(SIZE_TABLES):
+                values = rows[..., SIZE_STATS.index(stat)].transpose(0, 2, 1).reshape(-1, int(pattern.sum()))
+                text = pd.DataFrame(_as_written(values, fmt), index=np.tile(bins, members.size)).to_csv(
+                    sep=" ", header=False, na_rep="-----", float_format=fmt, lineterminator="\n")
+                lines[members, s, 2:] = np.array(text.split("\n")[:-1], dtype=object).reshape(members.size, -1)
+                lines[members, s, 0] = [f">>>> Rank {r} {title} <<<<" for r in ranks[batch[members]]]
+                lines[members, s, 1] = " ".join(["Sizes", *names[used[batch[members[0]]]]])
+        fh.write("\n".join(lines.ravel()))
+        fh.write("\n")
 
 
 def _matrices(fh: TextIO, one: xr.Dataset, layout: str) -> None:
@@ -114,7 +142,7 @@ def _matrices(fh: TextIO, one: xr.Dataset, layout: str) -> None:
             i, j, v = i[keep], j[keep], m.data[keep]
             fh.write(f">>>> {name}(i,j) <<<<\ni j value\n")
             order = np.lexsort((j, i))
-            frame = pd.DataFrame({"i": ranks[i[order]], "j": ranks[j[order]], "v": v[order]})
+            frame = pd.DataFrame({"i": ranks[i[order]], "j": ranks[j[order]], "v": _as_written(v[order], fmt)})
             frame.to_csv(fh, sep=" ", header=False, index=False, float_format=fmt, lineterminator="\n")
             continue
         m = m.todense() if hasattr(m, "todense") else np.asarray(m)
@@ -127,5 +155,5 @@ def _matrices(fh: TextIO, one: xr.Dataset, layout: str) -> None:
             continue
         i, j = np.nonzero(np.nan_to_num(m))
         fh.write(f">>>> {name}(i,j) <<<<\ni j value\n")
-        frame = pd.DataFrame({"i": ranks[i], "j": ranks[j], "v": m[i, j]})
+        frame = pd.DataFrame({"i": ranks[i], "j": ranks[j], "v": _as_written(m[i, j], fmt)})
         frame.to_csv(fh, sep=" ", header=False, index=False, float_format=fmt, lineterminator="\n")
