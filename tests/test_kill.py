@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,8 @@ SEED = 20261125
 KILLS = 15  # per command, convert and append: 30 random kills in all
 STOPPED = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGHUP: 129}
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGKILL]
+#: What a Ctrl-C says before the command began (while starting, parsing its arguments or importing its modules).
+EARLY_SIGINT = r"perfkit( [a-z]+)?: stopped by SIGINT( while starting)?\n"
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +93,10 @@ class Kills:
         elif status == -sig and sig != signal.SIGKILL:  # before the command set its handlers: nothing begun
             assert not set(temporaries(self.folder)) - set(earlier), err
             self.outcomes[f"{sig.name} before the command began"] += 1
+        elif sig == signal.SIGINT and status == STOPPED[sig] and re.fullmatch(EARLY_SIGINT, err):
+            # Ctrl-C while the arguments are parsed or the command's modules imported: one line, nothing begun
+            assert not set(temporaries(self.folder)) - set(earlier), err
+            self.outcomes["SIGINT before the command began"] += 1
         elif sig == signal.SIGKILL:
             assert status == -signal.SIGKILL, err
             self.outcomes["SIGKILL"] += 1
