@@ -18,6 +18,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 #: Texts of the bokeh titles in the page (plot titles are drawn on a canvas, not in the DOM).
 TITLES_JS = "() => [...Bokeh.documents[0].all_models].filter(m => m.type === 'Title').map(m => m.text)"
+#: Ranks of the per-rank view's markers in the page, per source of markers (each rank's total; the selected).
+MARKERS_JS = """() => Bokeh.documents.flatMap(doc => [...doc.all_models]).filter(
+  m => m.type === "ColumnDataSource" && m.data.total !== undefined).map(m => Array.from(m.data.rank))"""
+
+
+def marked(page, ranks: str) -> bool:
+    """Whether the page draws, in crimson, markers at exactly the ``ranks`` (as the selection line lists them)."""
+    expected = sorted(r for part in ranks.split(", ") for r in
+                      (range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)))
+    return any(sorted(source) == expected for source in page.evaluate(MARKERS_JS))
 
 
 def drag_box(page, canvas, start: float, end: float) -> None:
@@ -49,6 +59,7 @@ def test_box_selection_filters_the_tabs(page, serve, artifacts):
                       "the box to select ranks")
     count, ranks = re.search(r"(\d+) ranks?: ([\d, -]+)", line).groups()
     assert 5 < int(count) < 60, line
+    wait_until(lambda: marked(page, ranks.strip()), 30, "the selected ranks' markers in the plot")
     page.screenshot(path=artifacts / "selection-per-rank.png")
 
     show_tab(page, "findings")
@@ -111,6 +122,7 @@ def test_box_selection_in_jupyterlab(page, serve, artifacts, tmp_path):
     line = wait_until(lambda: "box/lasso in the per-rank plot" in (text := status.inner_text()) and text, 30,
                       "the box to select ranks (through the notebook's comms)")
     count, ranks = re.search(r"(\d+) ranks?: ([\d, -]+)", line).groups()
+    wait_until(lambda: marked(page, ranks.strip()), 30, "the selected ranks' markers (after a change made in the page)")
     explorer.locator(".bk-tab", has_text=re.compile("^findings$")).click()
     explorer.get_by_text(f"Findings for 48/slt on {count} ranks in view ({ranks.strip()})").wait_for(timeout=60_000)
     page.screenshot(path=artifacts / "jupyterlab-selection-findings.png")
