@@ -175,6 +175,8 @@ class RankFigure:
 
     def show_selected(self, ranks: np.ndarray, totals: np.ndarray) -> None:
         """Markers of the selected ranks (:func:`envelope` of them)."""
+        if ranks.size == 0 and len(self.selected.data["rank"]) == 0:
+            return
         keep = envelope(totals)
         self.selected.data = {"rank": ranks[keep], "total": totals[keep]}
 

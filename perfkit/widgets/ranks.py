@@ -126,27 +126,32 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
     tints: dict[str, dict[str, str]] = {}
     shown: dict[str, Any] = {"key": None, "ranks": np.empty(0, dtype=np.int64), "totals": np.empty(0)}
 
+    def redraw(run: str, metric: str, by: str, ranks: tuple[int, int]) -> None:
+        """Bands, markers of the totals and ranges of that view."""
+        if (by, metric) not in orders:
+            orders[by, metric] = band_order(ds, by, metric)
+        if by not in tints:
+            tints[by] = labelled_colours(ds[by].values)
+        full = rank_totals(ds, run, by=by, metric=metric, ranks=ranks)
+        table, step = bin_ranks(full[[name for name in orders[by, metric] if name in full.columns]])
+        table.columns = [label(name) for name in table.columns]
+        x, totals = full.index.to_numpy(), full.sum(axis=1).to_numpy()
+        unit = str(ds["units"].sel(metric=metric).item())
+        binned = f" (bins of {step} ranks)" if step > 1 else ""
+        view.show_bands(table, step=step, last=int(x[-1]) if x.size else 0, colours=tints[by], unit=unit,
+                        title=f"{run}: {metric} per rank by {by}{binned}", ylabel=axis_label(metric, unit))
+        top = float(np.nansum(table.to_numpy(), axis=1).max()) if len(table) else 0.0
+        view.show_totals(x, totals, max(top, float(totals.max()) if totals.size and on_select else 0.0))
+        shown.update(key=(run, metric, by, ranks), ranks=x, totals=totals)
+
     def draw(*_: Any) -> None:
-        run, metric, by, ranks = state.run, state.metric, state.by, tuple(state.ranks)
-        if shown["key"] != (run, metric, by, ranks):
-            if (by, metric) not in orders:
-                orders[by, metric] = band_order(ds, by, metric)
-            if by not in tints:
-                tints[by] = labelled_colours(ds[by].values)
-            full = rank_totals(ds, run, by=by, metric=metric, ranks=ranks)
-            table, step = bin_ranks(full[[name for name in orders[by, metric] if name in full.columns]])
-            table.columns = [label(name) for name in table.columns]
-            x, totals = full.index.to_numpy(), full.sum(axis=1).to_numpy()
-            unit = str(ds["units"].sel(metric=metric).item())
-            binned = f" (bins of {step} ranks)" if step > 1 else ""
-            view.show_bands(table, step=step, last=int(x[-1]) if x.size else 0, colours=tints[by], unit=unit,
-                            title=f"{run}: {metric} per rank by {by}{binned}", ylabel=axis_label(metric, unit))
-            top = float(np.nansum(table.to_numpy(), axis=1).max()) if len(table) else 0.0
-            view.show_totals(x, totals, max(top, float(totals.max()) if totals.size and on_select else 0.0))
-            shown.update(key=(run, metric, by, ranks), ranks=x, totals=totals)
-        if on_select is not None:
-            keep = np.isin(shown["ranks"], state.selected if state.selected is not None else [])
-            view.show_selected(shown["ranks"][keep], shown["totals"][keep])
+        key = (state.run, state.metric, state.by, tuple(state.ranks))
+        with hold(view.figure.document):  # every change of the figure in one message to the page (panel serve)
+            if shown["key"] != key:
+                redraw(*key)
+            if on_select is not None:
+                keep = np.isin(shown["ranks"], state.selected if state.selected is not None else [])
+                view.show_selected(shown["ranks"][keep], shown["totals"][keep])
 
     def on_geometry(attr: str, old: Any, new: dict[str, Any]) -> None:
         if len(new["x"]) == 0 or on_select is None:
