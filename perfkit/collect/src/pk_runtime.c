@@ -436,7 +436,7 @@ static void cw_settle_all(void) {
         PMPI_Iallreduce(r->cw_arrival, last[k], r->cw_n, MPI_DOUBLE, MPI_MAX, r->comm, &reqs[k]);
         k++;
     }
-    PMPI_Waitall((int)n, reqs, MPI_STATUSES_IGNORE);
+    for (k = 0; k < n; k++) PMPI_Wait(&reqs[k], MPI_STATUS_IGNORE); /* (MPICH's Waitall warns with -O2) */
     for (k = 0; k < n; k++) {
         cw_apply(recs[k], last[k]);
         free(last[k]);

@@ -243,11 +243,14 @@ void pkt_coll_end(double t, int fid, int comm, int root, double sent, double rec
  * definitions, which is the order of (leader, seq) since a leader's seq grows with each communicator it makes.
  * The leader sends each other member its communicator's id, and rank 0 receives each communicator's members
  * once, from its leader, one communicator at a time: rank 0 holds its own communicators and one other at a
- * time, never every rank's (a communicator of n members is sent once, not by each of its n members). Every
+ * time, never every rank's (a communicator of n members is sent once, not by each of its n members); a leader
+ * sends when rank 0 asks, at most GO_WINDOW leaders ahead of the one it reads, so that rank 0's MPI does not
+ * buffer every leader's messages unexpected (with a communicator per rank, N of them at once). Every
  * member expects its id from the leader: members define a communicator alike, since each took part in the
  * reduction that named it (trace_comm). */
-enum { TAG_ID = 1, TAG_SIZE = 2, TAG_MEMBERS = 3 };
+enum { TAG_ID = 1, TAG_SIZE = 2, TAG_MEMBERS = 3, TAG_GO = 4 };
 #define MEMBERS_CHUNK (1 << 24) /* ints per message of members: each message's count far below INT_MAX */
+#define GO_WINDOW 64            /* leaders told to send their members to rank 0 ahead of the one it reads */
 
 static int owned(int i) { return i >= 2 && comms_def[i].leader == t_rank; }
 
@@ -303,8 +306,11 @@ static void exchange_ids(uint64_t *map, uint64_t first, MPI_Comm comm) {
     free(ids), free(got), free(recv), free(keys);
 }
 
-/* leaders other than rank 0: the members of each communicator they lead, to rank 0, in definition order */
-static void send_members(MPI_Comm comm) {
+/* leaders other than rank 0: the members of each communicator they lead, to rank 0 once it asks, in definition
+ * order */
+static void send_members(uint64_t led, MPI_Comm comm) {
+    if (!led) return;
+    PMPI_Recv(NULL, 0, MPI_BYTE, 0, TAG_GO, comm, MPI_STATUS_IGNORE);
     for (int i = 2; i < ncomms; i++) {
         if (!owned(i)) continue;
         const pkt_comm *c = &comms_def[i];
@@ -454,8 +460,10 @@ static void write_global(const double *info, const char *hosts, MPI_Comm comm) {
     uint64_t id = 2, *m = NULL;
     size_t cap = 0;
     int own = 2;
-    for (int r = 0; r < t_size; r++)
+    for (int r = 0, ahead = 1; r < t_size; r++)
         for (uint64_t k = 0, nled = (uint64_t)info[(size_t)r * NINFO + INFO_LED]; k < nled; k++, id++) {
+            for (; ahead < t_size && ahead <= r + GO_WINDOW; ahead++)
+                if (info[(size_t)ahead * NINFO + INFO_LED] > 0) PMPI_Send(NULL, 0, MPI_BYTE, ahead, TAG_GO, comm);
             int size = next_members(r, &own, comm, &m, &cap);
             char name[64];
             snprintf(name, sizeof name, "MPI communicator %llu", (unsigned long long)id);
@@ -516,7 +524,7 @@ void pkt_close(double t, const char *hosts, double clock_bound) {
         if (lost) fprintf(stderr, "perfkit collect: %llu trace events dropped (see perfkit::events_dropped)\n",
                           (unsigned long long)lost);
     } else {
-        send_members(comm);
+        send_members(led, comm);
     }
     PMPI_Comm_free(&comm);
     OTF2_Archive_Close(archive);
