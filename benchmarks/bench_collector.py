@@ -33,8 +33,20 @@ file alone). Measured
 on rank 0 by the program around its MPI_Finalize: the call's time and the growth of its peak resident memory
 (VmHWM); by the collector itself (the output's trailer): its time in MPI_Finalize and rank 0's peak before and
 after. The collector's output is checked against the program's truth at every size (every pair's bytes,
-point to point and collective_bytes). Writes ``results/collector_scale.json``.
+point to point and collective_bytes). Writes ``results/collector_scale.json``, each MPI's results beside the
+other's.
 ``python benchmarks/bench_collector.py --scale-only [--scale-mpi mpich|openmpi] [--scale-ranks 64,128,256]``.
+Open MPI yields while polling (``mpi_yield_when_idle``) and its mpirun takes a rank's exit with status 0 for
+the end it is (``orte_allowed_exit_without_sync``): see docs/collector.md, *At scale*, for why.
+
+Trace at scale (``--trace-scale-only``): ``tests/collect/programs/splits.c`` (TRACE_SCALE_DUPS duplicates of
+MPI_COMM_WORLD, its halves, its parities, each half's parities, a communicator per rank, a ring on each) with
+``--trace`` at the same rank counts, under the collector and under TRACE_REFERENCE_COMMIT's (rank 0 gathered every
+rank's communicators, each once per member). Measured on rank 0 by the program: its peak resident memory during
+MPI_Finalize (VmHWM reset just before the call) over its resident memory before it, and the call's time; the
+trace's communicators and bytes matrix are checked against the program's truth. Writes
+``results/collector_trace_scale.json``, each MPI's results beside the other's.
+``python benchmarks/bench_collector.py --trace-scale-only [--scale-mpi mpich|openmpi] [--scale-ranks ...]``.
 """
 
 from __future__ import annotations
@@ -53,7 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.collect import lab
-from perfkit.collect.build import CFLAGS, build_library, compiler
+from perfkit.collect.build import CFLAGS, build_library, compiler, otf2_flags
 from perfkit.collect.launch import with_environment
 from perfkit.collect.raw import read_raw
 
@@ -342,14 +354,17 @@ REFERENCE_COMMIT = "f3534a0"
 SCALE_RANKS = (64, 128, 256)
 SCALE_PROGRAM = Path(__file__).parents[1] / "tests" / "collect" / "programs" / "alltoallv.c"
 SCALE_MPIS = {"mpich": ("mpicc.mpich", "mpifort.mpich", ["mpiexec.mpich"]),
-              "openmpi": ("mpicc", "mpifort", ["mpirun", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"])}
+              "openmpi": ("mpicc", "mpifort", ["mpirun", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
+                                              "--mca", "orte_allowed_exit_without_sync", "1",
+                                              *(["--allow-run-as-root"] if os.geteuid() == 0 else [])])}
 
 
-def _reference_library(cc: str, work: Path) -> Path | None:
-    """The collector library of REFERENCE_COMMIT (its runtime and its generated wrappers), or None without git."""
-    root, ref = Path(__file__).parents[1], work / "reference"
+def _reference_library(cc: str, work: Path, commit: str = REFERENCE_COMMIT, trace: bool = False) -> Path | None:
+    """The collector library of ``commit`` (its runtime and its generated wrappers; with ``trace``, its OTF2 trace
+    too, built as ``build_library(trace=True)`` builds), or None without git."""
+    root, ref = Path(__file__).parents[1], work / f"reference-{commit}{'-trace' if trace else ''}"
     ref.mkdir()
-    archive = subprocess.run(["git", "archive", REFERENCE_COMMIT, "perfkit"], cwd=root, capture_output=True)
+    archive = subprocess.run(["git", "archive", commit, "perfkit"], cwd=root, capture_output=True)
     if archive.returncode != 0:
         return None
     subprocess.run(["tar", "-x", "-C", str(ref)], input=archive.stdout, check=True)
@@ -358,10 +373,13 @@ def _reference_library(cc: str, work: Path) -> Path | None:
                                "print(c_source(), end='')"], cwd=ref, env={**os.environ, "PYTHONPATH": str(ref)},
                               capture_output=True, text=True, check=True).stdout
     (src / "pk_wrappers.c").write_text(wrappers)
-    for name in ("pk_runtime.c", "pk_wrappers.c"):
-        subprocess.run([cc, *CFLAGS, "-c", name, "-o", name[:-2] + ".o"], cwd=src, check=True, capture_output=True)
-    subprocess.run([cc, "-shared", "-o", "libreference.so", "pk_runtime.o", "pk_wrappers.o", "-lm", "-lpthread"],
-                   cwd=src, check=True, capture_output=True)
+    cflags, ldflags = otf2_flags() if trace else ([], [])
+    sources = ("pk_runtime.c", "pk_wrappers.c", *(("pk_trace.c",) if trace else ()))
+    for name in sources:
+        subprocess.run([cc, *CFLAGS, *(["-DPK_TRACE", *cflags] if trace else []), "-c", name, "-o",
+                        name[:-2] + ".o"], cwd=src, check=True, capture_output=True)
+    subprocess.run([cc, "-shared", "-o", "libreference.so", *(n[:-2] + ".o" for n in sources), *ldflags, "-lm",
+                    "-lpthread"], cwd=src, check=True, capture_output=True)
     return src / "libreference.so"
 
 
@@ -402,6 +420,15 @@ def _scale_once(launch: list[str], nranks: int, exe: Path, library: Path | None,
     return row
 
 
+def _write_by_mpi(out: Path, mpi: str, result: dict) -> None:
+    """Write ``result`` into ``out`` under ``mpi``, keeping the other MPIs' results the file holds."""
+    kept = json.loads(out.read_text()) if out.exists() else {}
+    if "mpi" in kept:  # a file of one MPI's results
+        kept = {kept["mpi"]: kept}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({**kept, mpi: result}, indent=2) + "\n")
+
+
 def scale_section(mpi: str, ranks: list[int], out: Path) -> dict:
     """MPI_Finalize's time and rank 0's memory growth in it, against ranks (see the module's docstring)."""
     cc, fc, launch = SCALE_MPIS[mpi]
@@ -430,8 +457,94 @@ def scale_section(mpi: str, ranks: list[int], out: Path) -> dict:
         "rank0_finalize_growth_kib": {name: {n: r["program_finalize_growth_kib"] for n, r in rows.items()}
                                       for name, rows in runs.items()},
         "runs": runs}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    _write_by_mpi(out, mpi, result)
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))
+    return result
+
+
+#: The collector before communicators were defined by their leaders (rank 0 gathered every rank's communicators).
+TRACE_REFERENCE_COMMIT = "5bc4170"
+TRACE_SCALE_PROGRAM = SCALE_PROGRAM.with_name("splits.c")
+TRACE_SCALE_DUPS = 16
+
+
+def _trace_truth(path: Path, nranks: int) -> tuple[list[list[int]], np.ndarray]:
+    """programs/splits.c's communicators of more than one member and its bytes sender -> receiver."""
+    comms, size = [], np.zeros((nranks, nranks))
+    for line in path.read_text().splitlines():
+        kind, *values = line.split()
+        if kind == "comm":
+            comms.append([int(v) for v in values])
+        else:
+            size[int(values[0]), int(values[1])] = float(values[2])
+    return comms, size
+
+
+def _trace_matches(archive: Path, truth_file: Path, nranks: int) -> bool:
+    """The trace's communicators (members in rank order) and bytes matrix are the program's."""
+    import otf2
+
+    import perfkit
+
+    with otf2.reader.open(str(archive / "traces.otf2")) as trace:
+        groups = [[int(m) if not hasattr(m, "_ref") else m._ref for m in c.group.members]
+                  for c in trace.definitions.comms if str(c.name).startswith("MPI communicator")]
+    comms, size = _trace_truth(truth_file, nranks)
+    got = perfkit.open_profile(archive)["traffic"].isel(run=0).sel(quantity="bytes").data
+    got = got.todense() if hasattr(got, "todense") else np.asarray(got)
+    return sorted(g for g in groups if len(g) > 1) == sorted(comms) and np.array_equal(got, size)
+
+
+def _trace_scale_once(launch: list[str], nranks: int, exe: Path, library: Path, work: Path) -> dict:
+    """One traced run of programs/splits.c: rank 0's view of MPI_Finalize, the trace checked against the truth."""
+    truth_file, fin, archive = work / "truth.txt", work / "finalize.txt", work / "trace"
+    for f in (truth_file, fin):
+        f.unlink(missing_ok=True)
+    if archive.exists():
+        subprocess.run(["rm", "-rf", str(archive)], check=True)
+    command = [*launch, "-np", str(nranks), str(exe), str(truth_file), str(fin), str(TRACE_SCALE_DUPS)]
+    command, extra = with_environment(command, {"LD_PRELOAD": str(library), "PERFKIT_COLLECT_OUT": str(work / "raw"),
+                                                "PERFKIT_COLLECT_TRACE": str(archive),
+                                                "PERFKIT_COLLECT_TRACE_BUFFER_MB": "2"})
+    start = time.perf_counter()
+    subprocess.run(command, env={**os.environ, **extra}, check=True, timeout=1800)
+    values = _key_values(fin)
+    return {"wall_s": round(time.perf_counter() - start, 2), "load_1min": round(os.getloadavg()[0], 1),
+            "finalize_s": round(values["finalize_seconds"], 3), "rank0_rss_before_kib": values["rss_before_kib"],
+            "rank0_peak_kib": values["peak_kib"],
+            "rank0_finalize_growth_kib": values["peak_kib"] - values["rss_before_kib"],
+            "matches_truth": _trace_matches(archive, truth_file, nranks)}
+
+
+def trace_scale_section(mpi: str, ranks: list[int], out: Path) -> dict:
+    """Rank 0's peak memory and time in MPI_Finalize with --trace, against ranks, the collector against
+    TRACE_REFERENCE_COMMIT's (see the module's docstring)."""
+    cc, fc, launch = SCALE_MPIS[mpi]
+    os.environ["MPICC"], os.environ["MPIFORT"] = cc, fc
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        exe = work / "splits"
+        subprocess.run([compiler("c")[0], "-O2", str(TRACE_SCALE_PROGRAM), "-o", str(exe)], check=True)
+        libraries = {"collector": build_library(trace=True),
+                     "reference": _reference_library(cc, work, TRACE_REFERENCE_COMMIT, trace=True)}
+        runs: dict[str, dict[str, dict]] = {name: {} for name, lib in libraries.items() if lib}
+        for n in ranks:
+            for name in runs:
+                row = _trace_scale_once(launch, n, exe, libraries[name], work)
+                runs[name][str(n)] = row
+                print(f"{mpi} {n:5d} ranks {name:10s} {json.dumps(row)}", flush=True)
+    result = {
+        "program": f"tests/collect/programs/splits.c with {TRACE_SCALE_DUPS} duplicates of MPI_COMM_WORLD, its halves "
+                   "in reversed order, its parities, each half's parities, a communicator per rank; a ring on each",
+        "measure": "rank 0 around MPI_Finalize: its peak resident memory during the call (VmHWM, reset just "
+                   "before it) minus its resident memory before; the collector with --trace (no other option)",
+        "mpi": mpi, "machine_cores": os.cpu_count(), "reference_commit": TRACE_REFERENCE_COMMIT,
+        "rank0_finalize_growth_kib": {name: {n: r["rank0_finalize_growth_kib"] for n, r in rows.items()}
+                                      for name, rows in runs.items()},
+        "finalize_s": {name: {n: r["finalize_s"] for n, r in rows.items()} for name, rows in runs.items()},
+        "matches_truth": {name: {n: r["matches_truth"] for n, r in rows.items()} for name, rows in runs.items()},
+        "runs": runs}
+    _write_by_mpi(out, mpi, result)
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))
     return result
 
@@ -450,7 +563,13 @@ def main() -> None:
     parser.add_argument("--scale-mpi", default="mpich", choices=sorted(SCALE_MPIS))
     parser.add_argument("--scale-ranks", default=",".join(map(str, SCALE_RANKS)))
     parser.add_argument("--scale-out", default=str(RESULTS / "collector_scale.json"))
+    parser.add_argument("--trace-scale-only", action="store_true",
+                        help="run only the section on MPI_Finalize at scale with --trace")
+    parser.add_argument("--trace-scale-out", default=str(RESULTS / "collector_trace_scale.json"))
     args = parser.parse_args()
+    if args.trace_scale_only:
+        trace_scale_section(args.scale_mpi, [int(n) for n in args.scale_ranks.split(",")], Path(args.trace_scale_out))
+        return
     if args.scale_only:
         scale_section(args.scale_mpi, [int(n) for n in args.scale_ranks.split(",")], Path(args.scale_out))
         return
