@@ -8,7 +8,8 @@ on the same pieces.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import holoviews as hv
@@ -146,28 +147,53 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
 
     def draw(*_: Any) -> None:
         key = (state.run, state.metric, state.by, tuple(state.ranks))
-        with hold(view.figure.document):  # every change of the figure in one message to the page (panel serve)
+        with batched(pane):
             if shown["key"] != key:
                 redraw(*key)
             if on_select is not None:
                 keep = np.isin(shown["ranks"], state.selected if state.selected is not None else [])
                 view.show_selected(shown["ranks"][keep], shown["totals"][keep])
+        push_notebook(pane)  # in a notebook (JupyterLab, Voila) a bokeh model changed in Python is sent by this only
 
     def on_geometry(attr: str, old: Any, new: dict[str, Any]) -> None:
         if len(new["x"]) == 0 or on_select is None:
             return
-        doc = view.figure.document
-        with hold(doc):
+        with batched(pane):
             view.geometry.data = {"x": [], "y": []}  # the same box drawn again is a change again
             picked = ranks_inside(shown["ranks"], shown["totals"], new["x"], new["y"])
             if picked.size:
                 on_select(picked)
-            push_notebook(pane)  # a change made in the page to a bokeh model: panel sends ours only for widgets
 
     state.param.watch(draw, ["run", "metric", "by", "ranks", "selected"])
     view.geometry.on_change("data", on_geometry)
     draw()
     return pane
+
+
+@contextmanager
+def batched(pane: pn.pane.Bokeh) -> Iterator[None]:
+    """Changes made to ``pane``'s bokeh models in the block reach the page together, wherever it is shown.
+
+    Under panel serve as one message (panel applies a widget's change there without holding the document:
+    each model change went as a message of its own); in a notebook with panel's comm they are pushed at the end
+    (panel does so itself only after its widgets' changes, not after a change made in the page to a bokeh model,
+    such as a box drawn); elsewhere (Voila's widgets) the document hands them on when released.
+    """
+    doc = pane.object.document
+    if doc is None:
+        yield
+    elif doc.session_context is not None:
+        with hold(doc):
+            yield
+    else:
+        held = doc.callbacks.hold_value
+        doc.hold("combine")
+        try:
+            yield
+            push_notebook(pane)
+        finally:
+            if not held:
+                doc.unhold()
 
 
 def axis_label(metric: str, unit: str) -> str:
