@@ -87,7 +87,8 @@ print(json.dumps(out))
 
 def rank_counts(runs: int, low: int, high: int, ppn: int) -> list[int]:
     """``runs`` distinct rank counts spread geometrically from ``low`` to ``high``: multiples of ``ppn`` without
-    a prime factor above 7 (``synthetic.process_grid`` cuts its mesh into such counts of blocks).
+    a prime factor above 7 (``synthetic.process_grid`` cuts its mesh into such counts of blocks), each the
+    nearest to its target that an earlier target did not take.
     """
     candidates = np.arange(-(-low // ppn), high // ppn + 1) * ppn
     rest = candidates.copy()
@@ -95,10 +96,12 @@ def rank_counts(runs: int, low: int, high: int, ppn: int) -> list[int]:
         while (done := rest % prime == 0).any():
             rest = np.where(done, rest // prime, rest)
     smooth = candidates[rest == 1]
-    picks = np.unique([smooth[np.argmin(np.abs(np.log(smooth / target)))] for target in np.geomspace(low, high, runs)])
-    if picks.size != runs:
+    if smooth.size < runs:
         raise SystemExit(f"{runs} distinct rank counts do not fit between {low} and {high} ranks")
-    return [int(n) for n in picks]
+    free = np.ones(smooth.size, dtype=bool)
+    for target in np.geomspace(low, high, runs):  # the nearest count not taken yet
+        free[np.flatnonzero(free)[np.argmin(np.abs(np.log(smooth[free] / target)))]] = False
+    return [int(n) for n in smooth[~free]]
 
 
 def folder_bytes(paths: list[Path]) -> int:
@@ -133,9 +136,11 @@ def table(summary: dict) -> str:
     """The markdown table of ``summary``."""
     store = (f"files {summary['files_mib']:.1f} MiB, store {summary['store_mib']:.1f} MiB "
              f"({summary['store_over_files']:.2f}x)" if "store_mib" in summary else "")
+    generated = (f"generated in {summary['generate_s']:.0f} s" if "generate_s" in summary
+                 else "files written beforehand (--files)")
     lines = [f"# Archive benchmark: {summary['runs']} runs of {summary['ranks'][0]:,}-{summary['ranks'][-1]:,} ranks",
              "", f"MPInside `slt`, {summary['steps']} steps, {sum(summary['ranks']):,} ranks in all, matrices up to "
-             f"{summary['matrices_up_to']:,} ranks; {store}; generated in {summary['generate_s']:.0f} s; "
+             f"{summary['matrices_up_to']:,} ranks; {store}; {generated}; "
              f"placement on the run of {summary['place_ranks']:,} ranks; load average at the end "
              f"{summary['load_average'][0]:.1f}.", "",
              "| step | wall time [s] | peak memory increase [MiB] | files/s | ranks/s |", "|---|---|---|---|---|"]
@@ -169,10 +174,14 @@ def main() -> None:
     parser.add_argument("--large-ranks", type=int, default=100_000, help="ranks of place_large's run")
     parser.add_argument("--only", nargs="+", choices=STEPS, default=list(STEPS))
     parser.add_argument("--output", type=Path, default=RESULTS / "archive")
+    parser.add_argument("--files", type=Path, help="a study written before by write_series (<ranks>/slt.mpinside "
+                        "folders): measured as it is, nothing generated")
     args = parser.parse_args()
     from perfkit import synthetic
 
-    counts = rank_counts(args.runs, args.min_ranks, args.max_ranks, args.ppn)
+    given = sorted(args.files.glob("*/slt.mpinside"), key=lambda p: int(p.parent.name)) if args.files else []
+    counts = [int(p.parent.name) for p in given] or rank_counts(args.runs, args.min_ranks, args.max_ranks, args.ppn)
+    args.runs = len(counts)
     summary: dict = {"runs": args.runs, "ranks": counts, "steps": args.steps, "ppn": args.ppn,
                      "matrices_up_to": args.matrices_up_to, "rank_chunk": RANK_CHUNK,
                      "place_ranks": max(n for n in counts if n <= args.matrices_up_to), "results": []}
@@ -190,11 +199,15 @@ def main() -> None:
         needed = set(args.only) | ({"convert"} if set(args.only) & set(FILE_STEPS[2:]) else set())  # the store
         steps = [step for step in STEPS if step in needed]
         start = time.perf_counter()
-        written = [] if not set(steps) & set(FILE_STEPS) else synthetic.write_series(
-            Path(tmp) / "files", counts, modes=("slt",), ppn=args.ppn, steps=args.steps,
-            matrices_up_to=args.matrices_up_to)
-        summary["generate_s"] = time.perf_counter() - start
-        print(f"generated {len(counts)} runs in {summary['generate_s']:.0f} s", flush=True)
+        if given:
+            written = [q for p in given for q in (p, p.with_name(p.name + ".perfkit.json")) if q.exists()]
+        else:
+            written = [] if not set(steps) & set(FILE_STEPS) else synthetic.write_series(
+                Path(tmp) / "files", counts, modes=("slt",), ppn=args.ppn, steps=args.steps,
+                matrices_up_to=args.matrices_up_to)
+            summary["generate_s"] = time.perf_counter() - start
+        print(f"{len(counts)} runs, {sum(counts):,} ranks; generated in {summary.get('generate_s', 0):.0f} s",
+              flush=True)
         files = sorted(str(p) for p in written if p.suffix == ".mpinside")
         sidecars = [p for p in written if p.name.endswith(".perfkit.json")]
         for k, step in enumerate(steps):
