@@ -26,7 +26,7 @@ and bytes written per rank. Writes
 Scale (``--scale-only``): ``tests/collect/programs/alltoallv.c`` (MPI_Alltoallv and MPI_Alltoallw with a count per
 pair, an Allgather, a ring of messages, a broadcast; rank 0 receives from every other rank, so its partners are
 N - 1) at 64, 128 and 256
-ranks of one MPI on this machine (MPICH by default: Open MPI did not start 256 ranks here), with --matrices:
+ranks of one MPI on this machine (MPICH by default, or Open MPI), with --matrices:
 uninstrumented, under the collector, and under the collector as it was before partner tables and output
 written in parallel (built from git, ``REFERENCE_COMMIT``: rank 0 gathered every rank's records and wrote the
 file alone). Measured
