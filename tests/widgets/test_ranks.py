@@ -149,3 +149,19 @@ def test_many_ranks_are_binned_and_the_markers_keep_each_bins_extremes():
     assert drawn.max() == pytest.approx(totals.max()) and drawn.min() == pytest.approx(totals.min())
     assert np.allclose(drawn.groupby(np.asarray(marks.data["rank"]) // 3).max(), bins.max())
     assert np.allclose(drawn.groupby(np.asarray(marks.data["rank"]) // 3).min(), bins.min())
+
+
+def test_changes_reach_the_documents_listeners_outside_a_server(series):
+    """As in Voila, where ipywidgets hand a document's changes to the page: a run change reaches them (panel's
+    hold outside a server session drops them)."""
+    from bokeh.document import Document
+
+    layout = rank_explorer(series, run="48/slt")
+    doc = Document()
+    root = layout.get_root(doc)
+    doc.add_root(root)
+    bands = next(s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data)
+    seen = []
+    doc.on_change(lambda event: seen.append((getattr(event, "model", None), getattr(event, "attr", None))))
+    widget(layout, pn.widgets.Select, "run").value = "384/slt"
+    assert (bands, "data") in seen and drawn(root)[:2] == (0, 383)
