@@ -114,8 +114,11 @@ def selection_controls(ds: xr.Dataset, state: RankState) -> pn.Row:
         nodes.update(per_run[run])
         syncing.append(True)
         try:
-            if nodes:
-                node.param.update(options=[NO_NODE, *nodes], value=NO_NODE, disabled=False,
+            options = [NO_NODE, *nodes]
+            if nodes and node.options == options and not node.disabled:  # runs of one size: 4,167 nodes at 100k
+                node.value = NO_NODE
+            elif nodes:
+                node.param.update(options=options, value=NO_NODE, disabled=False,
                                   description="select the ranks of one node (rank // ppn)")
             else:
                 node.param.update(options=[NO_NODE], value=NO_NODE, disabled=True,
