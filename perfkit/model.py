@@ -220,6 +220,19 @@ def traffic_quantities(n: int) -> list[str]:
     return allowed[n]
 
 
+def sorted_coo(coords: np.ndarray, data: np.ndarray, shape: tuple[int, ...]) -> Any:
+    """``sparse.COO`` (fill 0) of ``data`` [float] at ``coords`` (one row per axis, within ``shape``; duplicates
+    summed), its coordinates sorted and summed with numpy: sparse's own checking and sorting compile numba code
+    the first time a process uses them (2.7 s before a first file is read)."""
+    import sparse
+
+    linear = np.ravel_multi_index(np.asarray(coords, dtype=np.int64), shape)
+    unique, inverse = np.unique(linear, return_inverse=True)
+    summed = np.bincount(inverse, weights=np.asarray(data, dtype=np.float64), minlength=unique.size)
+    return sparse.COO(np.stack(np.unravel_index(unique, shape)), summed, shape=shape, fill_value=0.0,
+                      has_duplicates=False, sorted=True)
+
+
 def _expand_run(array: Any) -> Any:
     """Add a leading run axis to a numpy or pydata-sparse array (without sparse's slow indexing)."""
     if isinstance(array, np.ndarray):
@@ -530,7 +543,7 @@ def _stack_sparse_traffic(datasets: Sequence[xr.Dataset], ranks: np.ndarray, qua
         coords.append(np.vstack([np.full(c.shape[1], k), pos[c[1]], pos[c[2]], q[c[3]]]))
         data.append(coo.data[keep])
     shape = (len(datasets), ranks.size, ranks.size, quantities.size)
-    return sparse.COO(np.hstack(coords), np.concatenate(data), shape=shape, fill_value=0.0)
+    return sorted_coo(np.hstack(coords), np.concatenate(data), shape)
 
 
 def _ordered_union(arrays: Iterable[Iterable[Any]]) -> list[str]:

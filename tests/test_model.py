@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import perfkit
 from perfkit.model import METRICS, make_run, read_warnings, run_coords
-from tests.helpers import small_run
+from tests.helpers import ROOT, small_run
 
 
 def test_make_run_pads_base_metrics_and_units():
@@ -124,3 +126,38 @@ def test_combine_runs_with_and_without_hosts(two_runs):
     assert ds["host"].sel(run="c").values.tolist() == ["x", "y", *[""] * 6]
     assert "host" not in perfkit.combine_runs([b])
     assert perfkit.combine_runs([b, c])["host"].sel(run="b").values.tolist() == [""] * 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 5), st.integers(0, 2),
+                          st.one_of(st.floats(-1e6, 1e6), st.just(float("nan")))), max_size=40))
+def test_sorted_coo_is_sparse_own_construction(entries):
+    """Duplicates summed and coordinates sorted with numpy give the array sparse's own checks and sorting give."""
+    import sparse
+
+    from perfkit.model import sorted_coo
+
+    coords = np.array([e[:3] for e in entries], dtype=np.int64).reshape(-1, 3).T
+    data = np.array([e[3] for e in entries], dtype=np.float64)
+    ours = sorted_coo(coords, data, (5, 6, 3))
+    theirs = sparse.COO(coords, data, shape=(5, 6, 3), fill_value=0.0)
+    np.testing.assert_array_equal(ours.coords, theirs.coords)
+    np.testing.assert_allclose(ours.data, theirs.data, rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(ours.todense(), theirs.todense(), rtol=1e-12, equal_nan=True)
+
+
+def test_reading_a_profile_with_a_matrix_compiles_no_numba_code(tmp_path):
+    """sparse's checks compile numba code on first use (2.7 s in a fresh process): the readers go around them;
+    nor does a read import dask.distributed to look for a client."""
+    import subprocess
+    import sys
+
+    script = ("import sys, numba.core.dispatcher as d, perfkit\n"
+              "compiled = []\n"
+              "real = d.Dispatcher._compile_for_args\n"
+              "d.Dispatcher._compile_for_args = lambda self, *a, **k: compiled.append(self.py_func.__name__) or "
+              "real(self, *a, **k)\n"
+              f"perfkit.open_runs({str(ROOT / 'data' / 'synthetic' / '768' / 'slt.mpinside')!r})\n"
+              "print(compiled, 'distributed' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] False"

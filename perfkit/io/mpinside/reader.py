@@ -37,7 +37,7 @@ from perfkit.io.mpinside.tables import (
     rank_column,
     split_header,
 )
-from perfkit.model import COLLECTIVE_BYTES, TRAFFIC_QUANTITIES, dense_traffic, make_run
+from perfkit.model import COLLECTIVE_BYTES, TRAFFIC_QUANTITIES, dense_traffic, make_run, sorted_coo
 from perfkit.options import too_big
 
 #: The comment lines before the first table are read up to this size [B] (100,000 ranks' host names
@@ -402,8 +402,6 @@ def _traffic(matrices: dict[str, Entries], ranks: np.ndarray, path: Path, warnin
     """(sender, receiver, quantity) traffic, numpy or ``sparse.COO`` as ``perfkit.model.dense_traffic`` rules."""
     if not matrices:
         return None
-    import sparse
-
     n = ranks.size
     index = pd.Index(ranks)  # rank -> position, without an array as long as the largest rank
     quantity_of = {**_MATRIX_QUANTITY, **_OPTIONAL_MATRIX}
@@ -422,8 +420,7 @@ def _traffic(matrices: dict[str, Entries], ranks: np.ndarray, path: Path, warnin
         coords.append(np.stack([sender, receiver, np.full(sender.size, q)]))
         data.append(v)
     absent = [q for q, n_ in _MATRIX_QUANTITY.items() if q not in matrices]
-    arr = sparse.COO(np.concatenate(coords, axis=1), np.concatenate(data), shape=(n, n, len(quantities)),
-                     fill_value=0.0)
+    arr = sorted_coo(np.concatenate(coords, axis=1), np.concatenate(data), (n, n, len(quantities)))
     if dense_traffic(n, arr.nnz):
         dense = arr.todense()
         for name in absent:
