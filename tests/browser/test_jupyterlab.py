@@ -33,6 +33,10 @@ PROMPTS_JS = ("() => Array.from(document.querySelectorAll('.jp-CodeCell'))"
               ".filter(c => !c.querySelector('.jp-InputPlaceholder'))"
               ".map(c => c.querySelector('.jp-InputPrompt').textContent.trim())")
 IDLE = re.compile(r"Python 3 \(ipykernel\) \| Idle")
+#: The last rank the per-rank view's bands reach (their source holds ``xs``, ``group`` and ``step``) in the page.
+LAST_BAND_RANK_JS = """() => Math.max(...Bokeh.documents.flatMap(doc => [...doc.all_models]).filter(
+  m => m.type === "ColumnDataSource" && m.data.step !== undefined && m.data.xs !== undefined).flatMap(
+  m => Array.from(m.data.xs, x => Math.max(...x))))"""
 
 
 @pytest.fixture
@@ -98,6 +102,10 @@ def test_tour_in_jupyterlab(page, serve, artifacts, tmp_path, untouched_notebook
 
     drag_upper_handle(page, explorer, -500)
     wait_until(lambda: not title.inner_text().endswith("383"), 10, "the slider to move")
+    upper = int(re.search(r"\.\. (\d+)", title.inner_text()).group(1))
+    # the bands' data, not only a changed picture (the moving handle alone changes that); at most the upper rank
+    # the title shows: the value released is the one plotted, and the title may show a later one (206 after 181)
+    wait_until(lambda: page.evaluate(LAST_BAND_RANK_JS) <= min(upper, 382), 30, "the bands to follow the drag")
     wait_for_new_picture(plot, before, 30, "the plot to follow the rank range")
     explorer.screenshot(path=artifacts / "jupyterlab-rank-explorer.png")
     assert page.offsite == [], f"the notebook asked the internet for {page.offsite}"
