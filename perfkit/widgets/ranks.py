@@ -153,7 +153,6 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
             if on_select is not None:
                 keep = np.isin(shown["ranks"], state.selected if state.selected is not None else [])
                 view.show_selected(shown["ranks"][keep], shown["totals"][keep])
-        push_notebook(pane)  # in a notebook (JupyterLab, Voila) a bokeh model changed in Python is sent by this only
 
     def on_geometry(attr: str, old: Any, new: dict[str, Any]) -> None:
         if len(new["x"]) == 0 or on_select is None:
