@@ -26,7 +26,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
 from perfkit.errors import PerfkitFormatError
-from perfkit.model import COMPUTE, METRICS, TRAFFIC_QUANTITIES, dense_traffic, make_run
+from perfkit.model import COMPUTE, METRICS, TRAFFIC_QUANTITIES, dense_traffic, make_run, sorted_coo
 from perfkit.options import too_big
 
 READER = "perfkit.io.ipm"
@@ -729,11 +729,9 @@ def _merge_sides(pair: np.ndarray, is_send: np.ndarray, values: np.ndarray, nran
     sender, receiver = np.divmod(keys, nrank)
     quantities = len(TRAFFIC_QUANTITIES)
     if not dense_traffic(nrank, merged.size):
-        import sparse
-
         coords = np.stack([np.repeat(sender, quantities), np.repeat(receiver, quantities),
                            np.tile(np.arange(quantities), len(keys))])
-        return sparse.COO(coords, merged.ravel(), shape=(nrank, nrank, quantities))
+        return sorted_coo(coords, merged.ravel(), (nrank, nrank, quantities))
     dense = np.zeros((nrank, nrank, quantities))
     dense[sender, receiver] = merged
     return dense

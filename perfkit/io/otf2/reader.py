@@ -37,7 +37,7 @@ from perfkit.io.otf2.phases import phase_table
 from perfkit.io.otf2.replay import TRANSFER_SCALES, balanced, replay_runtimes
 from perfkit.io.otf2.timeline import DEFAULT_BINS, NONE, Bins
 from perfkit.io.otf2.waits import BLOCKING_SENDS, STATES, Records, Waits, compute_waits
-from perfkit.model import COMPUTE, KINDS, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run
+from perfkit.model import COMPUTE, KINDS, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run, sorted_coo
 
 READER = "perfkit.io.otf2"
 #: Wait rows: (prefix, kind) per wait of ``Waits``.
@@ -356,12 +356,10 @@ def _traffic(defs: Definitions, rec: Records, waits: Waits) -> Any:
             code, values = quantities[name]
             out[code, q] = values
         return out.reshape(n, n, len(TRAFFIC_QUANTITIES))
-    import sparse
-
     coords = np.hstack([np.vstack([code // n, code % n, np.full(code.size, q)])
                         for q, (code, _) in enumerate(quantities[name] for name in TRAFFIC_QUANTITIES)])
     data = np.concatenate([quantities[name][1] for name in TRAFFIC_QUANTITIES])
-    return sparse.COO(coords, data, shape=(n, n, len(TRAFFIC_QUANTITIES)), fill_value=0.0)
+    return sorted_coo(coords, data, (n, n, len(TRAFFIC_QUANTITIES)))
 
 
 def _size_code(nbytes: np.ndarray) -> np.ndarray:
