@@ -60,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -429,22 +430,32 @@ def _write_by_mpi(out: Path, mpi: str, result: dict) -> None:
     out.write_text(json.dumps({**kept, mpi: result}, indent=2) + "\n")
 
 
-def scale_section(mpi: str, ranks: list[int], out: Path) -> dict:
-    """MPI_Finalize's time and rank 0's memory growth in it, against ranks (see the module's docstring)."""
+def _runs_against_ranks(mpi: str, ranks: list[int], program: Path, once: Callable[..., dict],
+                        libraries: Callable[[str, Path], dict[str, Path | None]]) -> dict[str, dict[str, dict]]:
+    """``once(launch, n, exe, library, work)``'s row for each rank count ``n`` and each library of
+    ``libraries(mpicc, work)`` (None: uninstrumented; a reference that could not be built is left out), ``program``
+    compiled with ``mpi``: {library name: {ranks: row}}."""
     cc, fc, launch = SCALE_MPIS[mpi]
     os.environ["MPICC"], os.environ["MPIFORT"] = cc, fc
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        exe = work / "alltoallv"
-        subprocess.run([compiler("c")[0], "-O2", str(SCALE_PROGRAM), "-o", str(exe)], check=True)
-        libraries = {"uninstrumented": None, "collector": build_library(),
-                     "reference": _reference_library(cc, work)}
-        runs: dict[str, dict[str, dict]] = {name: {} for name, lib in libraries.items() if lib or name != "reference"}
+        exe = work / program.stem
+        subprocess.run([compiler("c")[0], "-O2", str(program), "-o", str(exe)], check=True)
+        built = libraries(cc, work)
+        runs: dict[str, dict[str, dict]] = {name: {} for name, lib in built.items()
+                                            if lib or name == "uninstrumented"}
         for n in ranks:
             for name in runs:
-                row = _scale_once(launch, n, exe, libraries[name], work)
+                row = once(launch, n, exe, built[name], work)
                 runs[name][str(n)] = row
                 print(f"{mpi} {n:5d} ranks {name:15s} {json.dumps(row)}", flush=True)
+    return runs
+
+
+def scale_section(mpi: str, ranks: list[int], out: Path) -> dict:
+    """MPI_Finalize's time and rank 0's memory growth in it, against ranks (see the module's docstring)."""
+    runs = _runs_against_ranks(mpi, ranks, SCALE_PROGRAM, _scale_once, lambda cc, work: {
+        "uninstrumented": None, "collector": build_library(), "reference": _reference_library(cc, work)})
     base = runs["uninstrumented"]
     result = {
         "program": "tests/collect/programs/alltoallv.c: 3 MPI_Alltoallv with 1-11 ints per pair, an Alltoallw, "
@@ -519,20 +530,9 @@ def _trace_scale_once(launch: list[str], nranks: int, exe: Path, library: Path, 
 def trace_scale_section(mpi: str, ranks: list[int], out: Path) -> dict:
     """Rank 0's peak memory and time in MPI_Finalize with --trace, against ranks, the collector against
     TRACE_REFERENCE_COMMIT's (see the module's docstring)."""
-    cc, fc, launch = SCALE_MPIS[mpi]
-    os.environ["MPICC"], os.environ["MPIFORT"] = cc, fc
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        exe = work / "splits"
-        subprocess.run([compiler("c")[0], "-O2", str(TRACE_SCALE_PROGRAM), "-o", str(exe)], check=True)
-        libraries = {"collector": build_library(trace=True),
-                     "reference": _reference_library(cc, work, TRACE_REFERENCE_COMMIT, trace=True)}
-        runs: dict[str, dict[str, dict]] = {name: {} for name, lib in libraries.items() if lib}
-        for n in ranks:
-            for name in runs:
-                row = _trace_scale_once(launch, n, exe, libraries[name], work)
-                runs[name][str(n)] = row
-                print(f"{mpi} {n:5d} ranks {name:10s} {json.dumps(row)}", flush=True)
+    runs = _runs_against_ranks(mpi, ranks, TRACE_SCALE_PROGRAM, _trace_scale_once, lambda cc, work: {
+        "collector": build_library(trace=True),
+        "reference": _reference_library(cc, work, TRACE_REFERENCE_COMMIT, trace=True)})
     result = {
         "program": f"tests/collect/programs/splits.c with {TRACE_SCALE_DUPS} duplicates of MPI_COMM_WORLD, its halves "
                    "in reversed order, its parities, each half's parities, a communicator per rank; a ring on each",
