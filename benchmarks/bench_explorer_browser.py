@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from perfkit.plots.rank_figure import GEOMETRY  # noqa: E402
 from perfkit.widgets.explorer_app import LOADING  # noqa: E402
 from tests.browser.helpers import BIN, free_port, start_server, stop_server  # noqa: E402
 
@@ -52,6 +53,9 @@ FIRST_PLOT_S = 10
 #: An action has settled when no plot data came for this long [ms].
 QUIET_MS = 500
 PLACEMENT_TARGET_MS = 300
+#: The 100k-rank study (``--only per_rank_100k``): built once with :func:`build_study`, kept outside the repository.
+STUDY_100K = Path(os.environ.get("PERFKIT_STUDY_100K", "/tmp/perfkit-explorer-100k/study.zarr"))
+STUDY_RANKS, STUDY_RUNS = 100_000, 100
 
 #: Set a widget model's value in the page and resolve with the milliseconds until a
 #: ColumnDataSource changed and two frames were drawn.
@@ -78,14 +82,15 @@ ROUND_TRIP_JS = """
 #: milliseconds: the first and the last ColumnDataSource change of the action (none for QUIET_MS after
 #: it), each followed by two drawn frames.
 SETTLE_JS = """
-([kind, title, attributes, value, quiet]) => new Promise((resolve, reject) => {
+([kind, title, attributes, value, quiet, geometry]) => new Promise((resolve, reject) => {
   const doc = Bokeh.documents[0];
-  const widget = [...doc.all_models].find(m => m.type.endsWith(kind) && (title === null || m.title === title));
+  const widget = [...doc.all_models].find(
+    m => m.type.endsWith(kind) && (title === null || m.title === title || m.name === title));
   if (!widget) { reject(new Error(`no ${kind} titled ${title}`)); return; }
   let first = null, drawn = null, last = null;
   const start = performance.now();
   const listener = (event) => {
-    if (!(event.model && event.model.type === "ColumnDataSource")) return;
+    if (!(event.model && event.model.type === "ColumnDataSource" && event.model.name !== geometry)) return;
     last = performance.now();
     const seen = last;
     requestAnimationFrame(() => requestAnimationFrame(() => {
@@ -231,13 +236,17 @@ def placement(repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--only", choices=("per_rank", "placement", "voila"))
+    parser.add_argument("--only", choices=("per_rank", "per_rank_100k", "placement", "voila"))
     args = parser.parse_args()
     result = json.loads(RESULTS.read_text()) if args.only and RESULTS.exists() else {}
     load = os.getloadavg()[0]
     if args.only in (None, "per_rank"):
         result.update(per_rank(args.repeats))
         result["load_average_1min"] = [load, os.getloadavg()[0]]  # at start and end: the machine is shared
+    if args.only in (None, "per_rank_100k"):
+        load = os.getloadavg()[0]
+        result["per_rank_100k"] = per_rank_100k(args.repeats)
+        result["per_rank_100k"]["load_average_1min"] = [load, os.getloadavg()[0]]
     if args.only in (None, "voila"):
         load = os.getloadavg()[0]
         result["voila"] = voila()
@@ -252,7 +261,44 @@ def main() -> None:
 
 def per_rank(repeats: int) -> dict:
     """Page load, then the shared controls and the per-rank view at 2,048 ranks, every tab built."""
-    server, port = serve_explorer(RUNS, "explorer_browser.log.tmp")
+    released = ["value", "value_throttled"]
+    steps = {
+        "rank_slider": [("RangeSlider", "ranks", released, v) for v in ([0, 1023], [512, 2047], [100, 1900])],
+        "run_change": [("Select", "run", ["value"], v) for v in ("basic", "slt")],
+        "grouping_change": [("RadioButtonGroup", None, ["active"], v) for v in (1, 2, 0)],
+        "metric_change": [("Select", "metric", ["value"], v) for v in ("calls", "time")],
+    }
+    return per_rank_session(RUNS, 2048, steps, repeats, "explorer_browser.log.tmp")
+
+
+def per_rank_100k(repeats: int) -> dict:
+    """The same at 100,000 ranks on the lazily opened store of 100 runs (:func:`build_study`), plus a box
+    selection; each run change goes to a run not shown before (what a user browsing the study meets)."""
+    store = build_study(STUDY_100K)
+    import perfkit
+
+    labels = [str(r) for r in perfkit.load(store, chunks={})["run"].values]
+    last = STUDY_RANKS - 1
+    released = ["value", "value_throttled"]
+    steps = {
+        "rank_slider": [("RangeSlider", "ranks", released, v)
+                        for v in ([0, last // 2], [last // 2, last], [1000, last - 2000], [0, last])],
+        "run_change": [("Select", "run", ["value"], labels[(1 + 37 * i) % len(labels)]) for i in range(repeats)],
+        "grouping_change": [("RadioButtonGroup", None, ["active"], v) for v in (1, 2, 0)],
+        "metric_change": [("Select", "metric", ["value"], v) for v in ("calls", "time")],
+        "box_selection": [("ColumnDataSource", GEOMETRY, ["data"], {"x": [lo - 0.5, hi + 0.5], "y": [-1.0, 1e30]})
+                          for lo, hi in ((1000, 31000), (60000, 60500), (0, last))],
+    }
+    result = per_rank_session([store], STUDY_RANKS, steps, repeats, "explorer_browser_100k.log.tmp")
+    result["runs"] = len(labels)
+    result["store"] = str(store)
+    return result
+
+
+def per_rank_session(runs: list[Path], ranks: int, steps: dict, repeats: int, log: str) -> dict:
+    """Serve the explorer on ``runs``, load the page, build every tab, then time each step of ``steps`` (a cycle of
+    (widget kind, title, attributes, value)) ``repeats`` times to new plot data and to settled, and a slider drag."""
+    server, port = serve_explorer(runs, log)
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -262,7 +308,7 @@ def per_rank(repeats: int) -> dict:
             page.wait_for_function(SHOWN_JS, arg=LOADING, timeout=120_000)
             loading_s = time.monotonic() - start
             page.locator(".bk-Canvas").first.wait_for(timeout=120_000)
-            result: dict = {"ranks": 2048, "target_ms": TARGET_MS, "repeats": repeats,
+            result: dict = {"ranks": ranks, "target_ms": TARGET_MS, "repeats": repeats,
                             "page_load": {"loading_message_s": loading_s, "first_plot_s": time.monotonic() - start}}
             tabs = [t for t in page.locator(".bk-tab").all_inner_texts() if t != "per rank"]
             page.evaluate(CHANGES_JS)
@@ -273,18 +319,12 @@ def per_rank(repeats: int) -> dict:
                                        timeout=180_000)
             page.locator(".bk-tab", has_text=re.compile("^per rank$")).click()
             result["tabs_built"] = tabs
-            released = ["value", "value_throttled"]
-            steps = {
-                "rank_slider": [("RangeSlider", "ranks", released, v) for v in ([0, 1023], [512, 2047], [100, 1900])],
-                "run_change": [("Select", "run", ["value"], v) for v in ("basic", "slt")],
-                "grouping_change": [("RadioButtonGroup", None, ["active"], v) for v in (1, 2, 0)],
-                "metric_change": [("Select", "metric", ["value"], v) for v in ("calls", "time")],
-            }
             for name, cycle in steps.items():
-                times = [page.evaluate(SETTLE_JS, [*cycle[i % len(cycle)], QUIET_MS]) for i in range(repeats)]
+                times = [page.evaluate(SETTLE_JS, [*cycle[i % len(cycle)], QUIET_MS, GEOMETRY]) for i in range(repeats)]
                 result[f"{name}_ms"] = statistics.median(t[0] for t in times)
                 result[f"{name}_settled_ms"] = statistics.median(t[1] for t in times)
-            result["drag_settled_after_release_ms"] = statistics.median(drag(page) for _ in range(repeats))
+                result[f"{name}_max_ms"] = max(t[0] for t in times)
+            result["drag_settled_after_release_ms"] = statistics.median(drag(page, ranks - 1) for _ in range(repeats))
             browser.close()
     finally:
         stop_server(server)
@@ -293,7 +333,7 @@ def per_rank(repeats: int) -> dict:
     return result
 
 
-def drag(page) -> float:
+def drag(page, last: int = 2047) -> float:
     """Drag the rank slider's upper handle through 40 values and back to the end; milliseconds from the
     release to the last plot data drawn (none for QUIET_MS); fails when data came while the handle was held."""
     page.evaluate(RECORD_JS)
@@ -314,8 +354,44 @@ def drag(page) -> float:
     drawn = page.evaluate("window.plotUpdates.at(-1)[1]")
     if held:
         raise RuntimeError(f"{held} plot updates while the slider's handle was held")
-    page.evaluate(SETTLE_JS, ["RangeSlider", "ranks", ["value", "value_throttled"], [0, 2047], QUIET_MS])
+    page.evaluate(SETTLE_JS, ["RangeSlider", "ranks", ["value", "value_throttled"], [0, last], QUIET_MS, GEOMETRY])
     return drawn - released
+
+
+def build_study(store: Path, ranks: int = STUDY_RANKS, runs: int = STUDY_RUNS) -> Path:
+    """Write ``runs`` synthetic runs of ``ranks`` ranks (2 steps, no matrices or size tables) into the zarr store
+    ``store`` unless it is there: per seed one simulation in MPInside's four modes (runs differ by mode and seed),
+    each seed's runs saved in a part beside ``store`` (kept: a stopped build resumes), then the parts written as
+    one store with ``convert``'s chunks (a run, 4,096 ranks), read and written lazily."""
+    import xarray as xr
+
+    import perfkit
+    from perfkit import synthetic
+
+    if store.exists():
+        return store
+    modes = synthetic.MODES
+    if runs % len(modes):
+        raise ValueError(f"runs must be a multiple of {len(modes)} (one per mode and seed), got {runs}")
+    parts = store.parent / "parts"
+    parts.mkdir(parents=True, exist_ok=True)
+    for seed in range(runs // len(modes)):
+        part = parts / f"seed-{seed:03d}.zarr"
+        if part.exists():
+            continue
+        sim = synthetic.simulate(ranks, seed=seed, steps=2)
+        shown = [synthetic.to_dataset(sim, mode, matrices=False, sizes=False) for mode in modes]
+        labels = [f"{synthetic.run_label(ranks, mode)}-seed{seed}" for mode in modes]
+        perfkit.save(perfkit.combine_runs(shown, labels), part)
+        print(f"{part.name} written", flush=True)
+    lazy = [perfkit.load(parts / f"seed-{seed:03d}.zarr", chunks={"rank": 4096}) for seed in range(runs // len(modes))]
+    study = xr.concat(lazy, dim="run", coords="minimal", compat="override", join="override")
+    study = study.chunk({"run": 1, "rank": 4096, "function": -1, "metric": -1})
+    study = study.assign_coords({name: study[name].load() for name in study.coords})
+    for variable in study.variables.values():
+        variable.encoding = {}  # the parts' chunks: the store takes the study's
+    perfkit.save(study, store)
+    return store
 
 
 def voila() -> dict:

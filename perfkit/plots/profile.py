@@ -43,10 +43,15 @@ BOTTOM = ("Compute", *KIND_COLOURS)
 
 def band_order(ds: xr.Dataset, by: str = "function", metric: str = "time") -> list[str]:
     """Every ``by`` group of ``ds`` in stack order, bottom first, the same for each run and rank range shown:
-    compute first (then the kinds in :data:`BOTTOM` order), the others by their total of ``metric`` over every
-    run and rank of ``ds``, largest first (ties by name)."""
+    :func:`stack_order` of the functions' totals of ``metric`` over every run and rank of ``ds``."""
     totals = ds["profile"].sel(metric=metric).sum(("run", "rank"), skipna=True).transpose("function").values
-    frame = pd.DataFrame({"group": ds[by].values.astype(str), "total": np.asarray(totals, dtype=float)})
+    return stack_order(ds[by].values, np.asarray(totals, dtype=float))
+
+
+def stack_order(labels: np.ndarray, totals: np.ndarray) -> list[str]:
+    """The distinct ``labels`` (one per function) in stack order, bottom first: compute first (then the kinds
+    in :data:`BOTTOM` order), the others by the sum of their functions' ``totals``, largest first (ties by name)."""
+    frame = pd.DataFrame({"group": np.asarray(labels).astype(str), "total": np.asarray(totals, dtype=float)})
     frame = frame.groupby("group", sort=False)["total"].sum().reset_index()
     frame["pinned"] = frame["group"].map({name: i for i, name in enumerate(BOTTOM)}).fillna(len(BOTTOM))
     frame = frame.sort_values(["pinned", "total", "group"], ascending=[True, False, True], kind="stable")

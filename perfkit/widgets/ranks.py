@@ -19,11 +19,12 @@ import param
 import xarray as xr
 from panel.io import hold, push_notebook
 
-from perfkit.analysis.cube import rank_totals
 from perfkit.plots.axes import unit_formatter, unit_ticker
 from perfkit.plots.palette import label, labelled_colours
 from perfkit.plots.profile import band_order, bin_ranks, rank_table
 from perfkit.plots.rank_figure import RankFigure, ranks_inside
+from perfkit.widgets.run_block import RunBlock
+from perfkit.widgets.study_summary import StudySummary, summarise
 
 GROUPINGS = ("function", "call", "kind")
 #: Widget width of the selectors [px].
@@ -50,6 +51,8 @@ class RankState(param.Parameterized):
     selection_label = param.String(default="")
     #: First and last rank of each run (:func:`rank_bounds`), where the rank range resets on a run change.
     bounds = param.Dict(default={}, constant=True)
+    #: Which ranks each run has and the stack order of the groups (:func:`perfkit.widgets.study_summary.summarise`).
+    summary = param.ClassSelector(class_=StudySummary, default=None, allow_None=True, constant=True)
 
 
 def rank_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Column:
@@ -61,19 +64,14 @@ def rank_explorer(ds: xr.Dataset, run: str | None = None) -> pn.Column:
 def rank_state(ds: xr.Dataset, run: str | None = None) -> RankState:
     """The initial state: ``run`` (default the first) over all its ranks, time by function."""
     label = run if run is not None else str(ds["run"].values[0])
-    bounds = rank_bounds(ds)
-    return RankState(run=label, ranks=bounds[label], bounds=bounds)
+    summary = summarise(ds)
+    bounds = summary.bounds()
+    return RankState(run=label, ranks=bounds[label], bounds=bounds, summary=summary)
 
 
 def rank_bounds(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
     """First and last rank that exist (have any value) in each run."""
-    exists = ds["profile"].notnull().any(("function", "metric")).transpose("run", "rank").values
-    ranks = ds["rank"].values
-    out = {}
-    for run, row in zip(ds["run"].values, exists):
-        present = ranks[row] if row.any() else ranks
-        out[str(run)] = (int(present.min()), int(present.max()))
-    return out
+    return summarise(ds).bounds()
 
 
 def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:
@@ -123,6 +121,8 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
     """
     view = RankFigure(selectable=on_select is not None)
     pane = pn.pane.Bokeh(view.figure, sizing_mode="stretch_width")
+    block = RunBlock(ds)
+    summary = state.summary if state.summary is not None else summarise(ds)
     orders: dict[tuple[str, str], list[str]] = {}
     tints: dict[str, dict[str, str]] = {}
     shown: dict[str, Any] = {"key": None, "ranks": np.empty(0, dtype=np.int64), "totals": np.empty(0)}
@@ -130,10 +130,10 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
     def redraw(run: str, metric: str, by: str, ranks: tuple[int, int]) -> None:
         """Bands, markers of the totals and ranges of that view."""
         if (by, metric) not in orders:
-            orders[by, metric] = band_order(ds, by, metric)
+            orders[by, metric] = summary.order(by, metric)
         if by not in tints:
             tints[by] = labelled_colours(ds[by].values)
-        full = rank_totals(ds, run, by=by, metric=metric, ranks=ranks)
+        full = block.table(run, by=by, metric=metric, ranks=ranks)
         table, step = bin_ranks(full[[name for name in orders[by, metric] if name in full.columns]])
         table.columns = [label(name) for name in table.columns]
         x, totals = full.index.to_numpy(), full.sum(axis=1).to_numpy()

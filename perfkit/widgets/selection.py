@@ -67,14 +67,16 @@ def describe_ranks(ranks: Any, limit: int = 12) -> str:
     return ", ".join(parts) + more
 
 
-def node_ranks(ds: xr.Dataset, run: str) -> dict[int, np.ndarray]:
+def node_ranks(ds: xr.Dataset, run: str, ranks: np.ndarray | None = None) -> dict[int, np.ndarray]:
     """Existing ranks of ``run`` per node, ``rank // ppn`` as :func:`perfkit.analysis.imbalance.node_of`;
-    empty when the run's ``ppn`` is unknown."""
+    empty when the run's ``ppn`` is unknown. ``ranks``: the run's existing ranks when known (else read)."""
     ppn = float(ds["ppn"].sel(run=run)) if "ppn" in ds.coords else math.nan
     if not ppn > 0:
         return {}
-    exists = ds["profile"].sel(run=run).notnull().any(("function", "metric")).transpose("rank").values
-    ranks = np.sort(ds["rank"].values[exists])
+    if ranks is None:
+        exists = ds["profile"].sel(run=run).notnull().any(("function", "metric")).transpose("rank").values
+        ranks = ds["rank"].values[exists]
+    ranks = np.sort(ranks)
     nodes = ranks // int(ppn)
     starts = np.r_[0, np.flatnonzero(np.diff(nodes)) + 1]
     return dict(zip(nodes[starts].tolist(), np.split(ranks, starts[1:])))
@@ -103,15 +105,18 @@ def selection_controls(ds: xr.Dataset, state: RankState) -> pn.Row:
                                              "(perfkit.analysis.imbalance.outlier_ranks)")
     clear = pn.widgets.Button(label="clear selection", color="warning", align="end")
     nodes: dict[str, np.ndarray] = {}
-    per_run: dict[str, dict[str, np.ndarray]] = {}
+    per_run: dict[tuple[float, bytes], dict[str, np.ndarray]] = {}  # by ppn and ranks: runs of one size share them
     syncing: list[bool] = []
     notes: list[str] = []
 
     def show_nodes(run: str) -> None:
-        if run not in per_run:
-            per_run[run] = {f"node {n}: ranks {describe_ranks(r)}": r for n, r in node_ranks(ds, run).items()}
+        ranks = state.summary.ranks_of(run) if state.summary is not None else None
+        key = (float(ds["ppn"].sel(run=run)) if "ppn" in ds.coords else math.nan,
+               ranks.tobytes() if ranks is not None else run.encode())
+        if key not in per_run:
+            per_run[key] = {f"node {n}: ranks {describe_ranks(r)}": r for n, r in node_ranks(ds, run, ranks).items()}
         nodes.clear()
-        nodes.update(per_run[run])
+        nodes.update(per_run[key])
         syncing.append(True)
         try:
             options = [NO_NODE, *nodes]

@@ -69,16 +69,16 @@ def test_widgets_drive_the_plot_in_place(series):
 
 
 def test_a_drag_recomputes_once_on_release(series, monkeypatch):
-    import perfkit.widgets.ranks as ranks
+    from perfkit.widgets.run_block import RunBlock
 
     calls: list[tuple[int, int]] = []
-    table = ranks.rank_totals
+    table = RunBlock.table
 
-    def counted(*args, **kwargs):
+    def counted(self, *args, **kwargs):
         calls.append(tuple(kwargs["ranks"]))
-        return table(*args, **kwargs)
+        return table(self, *args, **kwargs)
 
-    monkeypatch.setattr(ranks, "rank_totals", counted)
+    monkeypatch.setattr(RunBlock, "table", counted)
     layout = rank_explorer(series, run="384/slt")
     root = layout.get_root()
     calls.clear()
