@@ -10,6 +10,15 @@ a box). Plots are drawn on a 2D canvas, not WebGL (:mod:`perfkit.plots.canvas`).
 In a kernel, holoviews' extension imports ``nbformat`` for its notebook archive (unused here) if it can:
 through jsonschema that compiles 39 grammars of ``rfc3987_syntax``, 2.3 s of a notebook's first cell
 on this project's reference machine. The set-up loads the extension without it unless it is imported already.
+
+In a kernel Voila started (a dashboard: no one types ``help()`` there), two costs of a notebook are left out:
+
+- param's tables of every parameter in the docstring of every Parameterized class, built as panel, bokeh and
+  holoviews are imported (about 0.4 s of CPU); the default is restored once they are, so classes made later
+  are described as usual.
+- the extension JavaScript (3 MB) published a second time under holoviews' own MIME type beside
+  ``application/javascript``. Voila runs the latter only (JupyterLab's holoviews extension does not load in
+  Voila's page), so the page and the kernel's messages carry it once. In JupyterLab both are kept.
 """
 
 from __future__ import annotations
@@ -18,16 +27,38 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Any, Literal
 
-import holoviews as hv
-import panel as pn
-from bokeh.models import ImportedStyleSheet, Model, UIElement
-from panel.io.notebook import patch_inline_stylesheets
-from panel.io.resources import CDN_DIST
-from panel.viewable import Viewable
+import param
 
-from perfkit.plots.canvas import use_canvas
+
+def in_voila() -> bool:
+    """Whether this process is a kernel Voila started (Voila sets ``VOILA_KERNEL_ID`` in each of its kernels)."""
+    return "VOILA_KERNEL_ID" in os.environ
+
+
+@contextmanager
+def param_docstrings(described: bool) -> Iterator[None]:
+    """Parameterized classes created inside the block get param's parameter tables in their docstrings only
+    when ``described`` (param's own default: in IPython, yes); the setting before is restored after."""
+    before = param.parameterized.docstring_describe_params
+    param.parameterized.docstring_describe_params = described and before
+    try:
+        yield
+    finally:
+        param.parameterized.docstring_describe_params = before
+
+
+with param_docstrings(not in_voila()):
+    import holoviews as hv
+    import holoviews.plotting.bokeh  # hv.extension("bokeh") imports it: its classes are made here, undescribed
+    import panel as pn
+    from bokeh.models import ImportedStyleSheet, Model, UIElement
+    from panel.io.notebook import LOAD_MIME, patch_inline_stylesheets
+    from panel.io.resources import CDN_DIST
+    from panel.viewable import Viewable
+
+    from perfkit.plots.canvas import use_canvas
 
 
 def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
@@ -35,9 +66,10 @@ def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
 
     ``comms="ipywidgets"`` is for notebooks served by Voila, where widgets talk through ipywidgets.
     """
-    with environment(HV_HIDE_TOOLTIP_LOGO="1"), unimportable("nbformat"):
-        hv.extension("bokeh", inline=True)
-    pn.extension(inline=True, comms=comms)
+    with scripts_once(in_voila()):
+        with environment(HV_HIDE_TOOLTIP_LOGO="1"), unimportable("nbformat"):
+            hv.extension("bokeh", inline=True)
+        pn.extension(inline=True, comms=comms)
     use_canvas()
     if inline_cdn_stylesheets not in Viewable._preprocessing_hooks:
         Viewable._preprocessing_hooks.append(inline_cdn_stylesheets)
@@ -50,6 +82,34 @@ def inline_cdn_stylesheets(viewable: Viewable, root: Model) -> None:
     for model in root.select({"type": UIElement}):
         if any(isinstance(sheet, ImportedStyleSheet) and sheet.url.startswith(CDN_DIST) for sheet in model.stylesheets):
             patch_inline_stylesheets(model)
+
+
+def without_load_copy(data: dict[str, Any]) -> dict[str, Any]:
+    """A display bundle without holoviews' load MIME type when it repeats the bundle's ``application/javascript``."""
+    if LOAD_MIME in data and data[LOAD_MIME] == data.get("application/javascript"):
+        return {key: value for key, value in data.items() if key != LOAD_MIME}
+    return data
+
+
+@contextmanager
+def scripts_once(once: bool = True) -> Iterator[None]:
+    """Inside the block (when ``once``), JavaScript published through ``IPython.display.publish_display_data``
+    goes out as ``application/javascript`` only, not a second time under holoviews' load MIME type."""
+    if not once:
+        yield
+        return
+    import IPython.display  # panel publishes through it (looked up at each call)
+
+    publish = IPython.display.publish_display_data
+
+    def publish_once(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        publish(without_load_copy(data), *args, **kwargs)
+
+    IPython.display.publish_display_data = publish_once
+    try:
+        yield
+    finally:
+        IPython.display.publish_display_data = publish
 
 
 @contextmanager

@@ -7,10 +7,11 @@ import panel as pn
 import pytest
 from bokeh.document import Document
 from bokeh.models import ImportedStyleSheet, InlineStyleSheet
+from panel.io.notebook import LOAD_MIME
 from panel.io.resources import CDN_DIST
 from panel.viewable import Viewable
 
-from perfkit.plots.offline import inline_cdn_stylesheets, setup_notebook
+from perfkit.plots.offline import inline_cdn_stylesheets, param_docstrings, setup_notebook, without_load_copy
 
 
 def linked_sheets(root) -> set[str]:
@@ -78,3 +79,53 @@ def test_the_extension_loads_in_a_kernel_without_importing_nbformat():
     printed = [o["text"] for cell in notebook.cells for o in cell.outputs if o.get("name") == "stdout"]
     assert printed == ["False\n", "4\n"]
     assert "logo-block" in "".join(o.get("data", {}).get("text/html", "") for o in notebook.cells[0].outputs)
+
+
+def run_setup(monkeypatch, voila: bool) -> list[dict]:
+    """Outputs of a kernel's set-up cell and, last, what it prints: whether panel's Select is described in its
+    docstring, and param's setting after the set-up."""
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    if voila:
+        monkeypatch.setenv("VOILA_KERNEL_ID", "kernel-of-a-test")
+    else:
+        monkeypatch.delenv("VOILA_KERNEL_ID", raising=False)
+    notebook = nbformat.v4.new_notebook()
+    check = ("import panel as pn, param\nfrom param import parameterized\n"
+             "print('Parameter docstrings' in pn.widgets.Select.__doc__, parameterized.docstring_describe_params)")
+    notebook.cells = [nbformat.v4.new_code_cell("import perfkit\nperfkit.setup_notebook(comms='ipywidgets')"),
+                      nbformat.v4.new_code_cell(check)]
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    return [*notebook.cells[0].outputs, notebook.cells[1].outputs[0]]
+
+
+def test_a_voila_kernel_gets_each_script_once_and_no_parameter_tables(monkeypatch):
+    *outputs, printed = run_setup(monkeypatch, voila=True)
+    scripts = [o["data"] for o in outputs if "application/javascript" in o.get("data", {})]
+    assert len(scripts) == 4 and sum(len(s["application/javascript"]) for s in scripts) > 2_000_000
+    assert not any(LOAD_MIME in o.get("data", {}) for o in outputs)
+    assert printed["text"] == "False True\n"  # panel's classes undescribed; param's default back for later classes
+
+
+def test_a_notebook_kernel_keeps_both_script_types_and_parameter_tables(monkeypatch):
+    *outputs, printed = run_setup(monkeypatch, voila=False)
+    scripts = [o["data"] for o in outputs if "application/javascript" in o.get("data", {})]
+    assert len(scripts) == 4 and all(s[LOAD_MIME] == s["application/javascript"] for s in scripts)
+    assert printed["text"] == "True True\n"
+
+
+def test_only_a_repeated_load_script_is_dropped():
+    assert without_load_copy({"application/javascript": "a", LOAD_MIME: "a"}) == {"application/javascript": "a"}
+    assert without_load_copy({"application/javascript": "a", LOAD_MIME: "b"}) == {"application/javascript": "a",
+                                                                                  LOAD_MIME: "b"}
+    assert without_load_copy({LOAD_MIME: "a"}) == {LOAD_MIME: "a"}
+
+
+def test_param_docstrings_restores_the_setting():
+    import param
+
+    before = param.parameterized.docstring_describe_params
+    with param_docstrings(False):
+        assert param.parameterized.docstring_describe_params is False
+    assert param.parameterized.docstring_describe_params == before
