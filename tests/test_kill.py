@@ -243,6 +243,24 @@ def test_the_console_script_stopped_mid_convert(runs, tmp_path):
 
 
 @pytest.mark.skipif(not SCRIPT.exists(), reason="console script not installed next to the interpreter")
+def _readers(psutil, pid: int) -> list:  # type: ignore[no-untyped-def]
+    """The reader processes of the convert ``pid``: forked (its command line) or spawned (``spawn_main``)."""
+    try:
+        command = psutil.Process(pid).cmdline()
+        children = psutil.Process(pid).children()
+    except psutil.Error:
+        return []
+    out = []
+    for child in children:
+        try:
+            line = child.cmdline()
+        except psutil.Error:  # ended meanwhile
+            continue
+        if line == command or "spawn_main" in " ".join(line):
+            out.append(child)
+    return out
+
+
 def test_ctrl_c_to_the_terminal_stops_a_convert_with_reader_processes_in_one_line(runs, tmp_path):
     """Ctrl-C reaches every process of the terminal's group: the readers, started ignoring it, leave the stop
     to convert, which shuts them down (no traceback from a reader still importing, none left running)."""
@@ -253,7 +271,7 @@ def test_ctrl_c_to_the_terminal_stops_a_convert_with_reader_processes_in_one_lin
     deadline = time.monotonic() + 120
     readers: list = []
     while len(readers) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        readers = [p for p in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+        readers = _readers(psutil, proc.pid)
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)

@@ -19,6 +19,8 @@ import gc
 import json
 import multiprocessing
 import os
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -49,6 +51,7 @@ from perfkit.io.open import (
     refused_files,
     unique_labels,
 )
+from perfkit.io.registry import FORMATS
 from perfkit.model import (
     DENSE_TRAFFIC_LIMIT,
     TEXT_VARIABLES,
@@ -347,8 +350,16 @@ def _read_all(tasks: Sequence[tuple[Path, str | None, dict[str, Any]]], work: Pa
     calls = [(path, fmt, meta, work / f"{k}.zarr", errors) for k, (path, fmt, meta) in enumerate(tasks)]
     results: list[Any] = [None] * len(calls)
     held = 0  # bytes of small runs kept in memory; beyond HELD_SMALL_RUNS they go to parts too
-    threads = active_client() is None and _local_workers(len(calls), workers) <= 1
-    with closing(_completed(calls, workers)) as completed:  # closed at once on error: no read goes on
+    client = active_client()
+    n = _local_workers(len(calls), workers)
+    threads = client is None and n <= 1
+    if client is not None:
+        source = _on_client(calls, client)
+    elif threads:
+        source = _in_threads(calls)
+    else:  # the pool's readers started here, before the progress bar's thread
+        source = _pool_results(_submitted(calls, n))
+    with closing(source) as completed:  # closed at once on error: no read goes on
         for k, result in _progress(completed, len(calls), show, "reading"):
             if isinstance(result, Written) and not threads:  # while the workers read on
                 result = result.opened()
@@ -368,30 +379,33 @@ def _is_lazy(ds: xr.Dataset) -> bool:
     return any(hasattr(var.data, "dask") for var in ds.data_vars.values())
 
 
-def _completed(calls: Sequence[tuple[Any, ...]], workers: int | None) -> Iterator[tuple[int, Any]]:
-    """(task index, result) as tasks complete: distributed client, local process pool (small files a few to
-    a task, ``_grouped``) or this process's threads."""
-    client = active_client()
-    if client is not None:
-        from distributed import as_completed
+def _on_client(calls: Sequence[tuple[Any, ...]], client: Any) -> Iterator[tuple[int, Any]]:
+    """(task index, result) as the distributed ``client``'s tasks complete (small files a few to a task)."""
+    from distributed import as_completed
 
-        slots = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
-        groups = _grouped(calls, max(slots, 1))
-        futures = client.map(read_parts, [[calls[k] for k in group] for group in groups], pure=False)  # one message
-        index = {future.key: group for future, group in zip(futures, groups)}
-        try:  # results fetched as tasks end, not one round trip after another
-            for future, results in as_completed(futures, with_results=True):
-                yield from zip(index[future.key], results)
-        finally:
-            client.cancel(futures)
-        return
-    n = _local_workers(len(calls), workers)
-    if n <= 1:
-        yield from _in_threads(calls)
-        return
+    slots = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
+    groups = _grouped(calls, max(slots, 1))
+    futures = client.map(read_parts, [[calls[k] for k in group] for group in groups], pure=False)  # one message
+    index = {future.key: group for future, group in zip(futures, groups)}
+    try:  # results fetched as tasks end, not one round trip after another
+        for future, results in as_completed(futures, with_results=True):
+            yield from zip(index[future.key], results)
+    finally:
+        client.cancel(futures)
+
+
+def _submitted(calls: Sequence[tuple[Any, ...]], n: int) -> dict[Any, list[int]]:
+    """The calls submitted to the local pool of ``n`` readers (small files a few to a task): future -> positions.
+    Called before anything of this call starts a thread (the progress bar's monitor), so that the readers can be
+    forked (``start_method``)."""
     with ignored_by_children():  # the readers are started by the first submits; this process stops them
         pool = _local_pool(n)
-        pending = {pool.submit(read_parts, [calls[k] for k in group]): group for group in _grouped(calls, n)}
+        return {pool.submit(read_parts, [calls[k] for k in group]): group for group in _grouped(calls, n)}
+
+
+def _pool_results(pending: dict[Any, list[int]]) -> Iterator[tuple[int, Any]]:
+    """(task index, result) of the local pool's ``pending`` tasks as they complete; on error or stop the tasks not
+    started are cancelled and the readers shut down."""
     done = False
     try:
         for future in pool_completed(pending):
@@ -434,9 +448,9 @@ def _local_workers(files: int, workers: int | None) -> int:
 
 
 def _in_threads(calls: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, Any]]:
-    """``_completed`` in this process: one thread a core, as ``open_runs`` (parsing and compression release
-    the GIL: 16 runs of 16,384 ranks read in 0.8 s on 2 cores against 1.45 s one after another); what a
-    run left is freed at the end. On error or stop the reads under way end first."""
+    """(task index, result) as reads complete in this process: one thread a core, as ``open_runs`` (parsing and
+    compression release the GIL: 16 runs of 16,384 ranks read in 0.8 s on 2 cores against 1.45 s one after
+    another); what a run left is freed at the end. On error or stop the reads under way end first."""
     with _frozen(), ThreadPoolExecutor(min(len(calls), os.cpu_count() or 1)) as pool:
         pending = {pool.submit(_read, *call): k for k, call in enumerate(calls)}
         try:
@@ -448,18 +462,35 @@ def _in_threads(calls: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, Any]]:
         _free()
 
 
-#: The local pool of reader processes, (size, pool), kept for the next call: a reader starts an interpreter and
-#: imports perfkit (2 s of CPU here, 9 s on this 2-core machine under load), more than reading a large file.
+#: The local pool of reader processes, (size, pool), kept for the next call.
 _POOL: list[tuple[int, ProcessPoolExecutor]] = []
 
 
+def start_method() -> str:
+    """How the local pool starts its readers: ``"fork"`` when this process runs no thread but its main one (a
+    reader is then a copy of this process, perfkit imported: 10 ms, where a spawned reader starts an interpreter
+    and imports perfkit, 1.6-1.8 s of CPU each here), else ``"forkserver"`` with this module preloaded (a fork
+    while other threads run may copy a lock one of them holds; the server, started once a process, imports perfkit
+    once, with the readers' modules, and forks each reader from that), else ``"spawn"`` (platforms without fork)."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and sys.platform == "linux" and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
 def _local_pool(n: int) -> ProcessPoolExecutor:
-    """The kept pool if it has ``n`` processes, else a new one (the old one shut down)."""
+    """The kept pool if it has ``n`` processes, else a new one (the old one shut down), its readers started at
+    once (``start_method``)."""
     if _POOL and _POOL[0][0] == n:
         return _POOL[0][1]
     _drop_pool()
-    _POOL.append((n, ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))))
-    return _POOL[0][1]
+    method = start_method()
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":  # the readers' modules too, imported on a first read otherwise (by each reader)
+        context.set_forkserver_preload([__name__, *sorted({fmt.module for fmt in FORMATS.values()})])
+    pool = ProcessPoolExecutor(n, mp_context=context)
+    _POOL.append((n, pool))
+    return pool
 
 
 def _drop_pool() -> None:
@@ -499,15 +530,21 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                                                   *sparse_traffic_notes(sources, coords["quantity"])])}
     dtypes = {name: text_dtype(s[name] for s in sources if name in s) if name in TEXT_VARIABLES
               else np.dtype(np.float64) for name in dims_of}
-    template = {name: (dims, _blank((n_runs, *(sizes[d] for d in dims[1:])), dtypes[name],
-                                    tuple(chunks[d] for d in dims)))
+    template = {name: (dims, _nothing((n_runs, *(sizes[d] for d in dims[1:])), dtypes[name]))
                 for name, dims in dims_of.items()}
     if pairs:
         template.update(_empty_pairs(n_runs, sizes["sender"], sizes["quantity"]))
-    layout = combine_coord_attrs(xr.Dataset(template, coords=coords, attrs=attrs), sources)
-    with deferred():
-        validate(layout).to_zarr(target, mode="w", compute=False, consolidated=True, zarr_format=2,
-                                 encoding=_encoding(layout, {}))
+    layout = validate(combine_coord_attrs(xr.Dataset(template, coords=coords, attrs=attrs), sources))
+    blank = [name for name in dims_of if dtypes[name] == np.float64]  # their metadata only, as xarray would write it
+    encoded, _ = xr.conventions.encode_dataset_coordinates(layout)  # (the "coordinates" attribute)
+    with deferred():  # text variables: every chunk is the fill value, none is written
+        layout.drop_vars(blank).to_zarr(target, mode="w", consolidated=True, zarr_format=2, write_empty_chunks=False,
+                                        encoding=_encoding(layout.drop_vars(blank), {
+                                            name: {"chunks": tuple(chunks[d] for d in dims)}
+                                            for name, dims in dims_of.items() if name not in blank}))
+        convert_chunks.add_blank_arrays(target, {
+            name: (layout[name].shape, tuple(chunks[d] for d in dims_of[name]),
+                   {"_ARRAY_DIMENSIONS": list(dims_of[name]), **encoded[name].attrs}) for name in blank})
     with deferred():
         moved = _move_aligned(sources, target, coords, dims_of, chunks)
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
@@ -561,13 +598,14 @@ def _move_aligned(sources: Sequence[xr.Dataset], target: Path, coords: dict[str,
     the names moved, by run position in the store."""
     moved: dict[int, set[str]] = {}
     position = 0
+    labels = {dim: pd.Index(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}  # once, not once a run
     for source in sources:
         part = source.encoding.get(PART)
         if part is not None and source.sizes["run"] == 1:
             for name in source.data_vars:
                 if name not in dims_of:
                     continue
-                offsets = convert_chunks.chunk_offsets(source, coords, dims_of[name], chunks)
+                offsets = convert_chunks.chunk_offsets(source, labels, dims_of[name], chunks)
                 if offsets is not None and convert_chunks.move(Path(part), target, str(name), position, offsets):
                     moved.setdefault(position, set()).add(str(name))
         position += source.sizes["run"]
@@ -672,6 +710,13 @@ def _aligned(run: xr.Dataset, coords: dict[str, Any], dims_of: dict[str, tuple[s
             shape = tuple(1 if d == "run" else len(coords[d]) for d in dims)
             data[name] = (dims, _blank(shape, dtypes[name], tuple(min(chunks[d], n) for d, n in zip(dims, shape))))
     return data
+
+
+def _nothing(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A read-only array of ``shape`` holding "no value" ("" for text, else NaN) in one element's memory: the layout's
+    variables, laid out without a dask graph (whose finalisation imports dask.distributed: 1.6-2 s of a first
+    ``convert`` in a process)."""
+    return np.broadcast_to(np.array("" if dtype.kind == "U" else np.nan, dtype=dtype), shape)
 
 
 def _blank(shape: tuple[int, ...], dtype: np.dtype, chunks: tuple[int, ...]) -> da.Array:

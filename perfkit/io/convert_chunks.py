@@ -39,12 +39,13 @@ def chunk_offsets(run: xr.Dataset, coords: Mapping[str, Any], dims: tuple[str, .
                   chunks: Mapping[str, int]) -> tuple[int, ...] | None:
     """Where the one-run ``run``'s block of a variable with ``dims`` (``run`` first) starts in the store, in
     chunks along each dim after ``run``; ``None`` unless its labels are the store's ``coords`` at consecutive
-    positions from a chunk boundary."""
+    positions from a chunk boundary. ``coords`` may hold ``pd.Index`` objects: used as they are (their hash tables
+    built once for many runs)."""
     out = []
     for dim in dims[1:]:
         n = run.sizes[dim]
         labels = run.indexes[dim] if dim in run.indexes else pd.RangeIndex(n)
-        union = pd.Index(coords[dim])
+        union = coords[dim] if isinstance(coords[dim], pd.Index) else pd.Index(coords[dim])
         if n == 0 or n > len(union):
             return None
         first = int(union.get_indexer(labels[:1])[0])
@@ -107,15 +108,34 @@ def write_group(ds: xr.Dataset, part: Path, chunks: Mapping[str, int]) -> None:
     for name, var in ds.data_vars.items():
         shape = var.shape
         chunk = tuple(min(chunks.get(dim, n), n) for dim, n in zip(var.dims, shape))
-        meta[f"{name}/.zarray"] = {"shape": list(shape), "chunks": list(chunk), "dtype": var.dtype.str,
-                                   "fill_value": "NaN", "order": "C", "filters": None, "dimension_separator": ".",
-                                   "compressor": COMPRESSOR.get_config(), "zarr_format": 2}
+        meta[f"{name}/.zarray"] = zarray(shape, chunk)
         meta[f"{name}/.zattrs"] = {"_ARRAY_DIMENSIONS": list(var.dims), **var.attrs}
         (part / name).mkdir()
         _write_chunks(np.asarray(var.data), chunk, part / name)
     for key, value in meta.items():
         (part / key).write_text(json.dumps(value, indent=2))
     (part / ".zmetadata").write_text(json.dumps({"metadata": meta, "zarr_consolidated_format": 1}, indent=2))
+
+
+def zarray(shape: tuple[int, ...], chunk: tuple[int, ...]) -> dict[str, Any]:
+    """The ``.zarray`` metadata (zarr format 2) of a float64 array of ``shape`` in chunks of ``chunk``, fill value
+    NaN, ``COMPRESSOR``."""
+    return {"shape": list(shape), "chunks": list(chunk), "dtype": "<f8", "fill_value": "NaN", "order": "C",
+            "filters": None, "dimension_separator": ".", "compressor": COMPRESSOR.get_config(), "zarr_format": 2}
+
+
+def add_blank_arrays(store: Path,
+                     arrays: Mapping[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]]) -> None:
+    """Add to the zarr format 2 ``store`` the float64 arrays ``name -> (shape, chunk, attributes)`` with no chunk
+    written (every element the fill value, NaN), and add them to its consolidated metadata: what
+    ``Dataset.to_zarr(compute=False)`` writes for dask arrays, without building a dask graph."""
+    consolidated = json.loads((store / ".zmetadata").read_text())
+    for name, (shape, chunk, attrs) in arrays.items():
+        (store / name).mkdir()
+        for key, value in ((".zarray", zarray(shape, chunk)), (".zattrs", attrs)):
+            (store / name / key).write_text(json.dumps(value, indent=2))
+            consolidated["metadata"][f"{name}/{key}"] = value
+    (store / ".zmetadata").write_text(json.dumps(consolidated, indent=2))
 
 
 def write_region(store: Path, name: str, data: np.ndarray, first: int) -> bool:
