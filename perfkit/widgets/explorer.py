@@ -51,7 +51,7 @@ from perfkit.widgets.compare import compare_controls, compare_view, has_comparis
 from perfkit.widgets.findings import findings_list
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_state
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
-from perfkit.widgets.warmup import Memo, Warmup, shared
+from perfkit.widgets.warmup import Memo, Warmup, shared, shown_through_ipywidgets
 
 #: Largest side of the traffic heatmap: bigger matrices are summed over square blocks of ranks.
 MAX_CELLS = 256
@@ -73,7 +73,13 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
 
     tabs = pn.Tabs(("per rank", selection_pane(profiles, state)), dynamic=True, sizing_mode="stretch_width")
     in_state = (state.param.run, state.param.ranks, state.param.selected)
-    warmup = Warmup()  # the hidden tabs' computations, in the background once the first plot is up
+    n_runs = ds.sizes["run"]
+    title = pn.pane.Markdown(f"### perfkit explorer: {n_runs} run{'s' * (n_runs > 1)}")
+    dashboard = pn.Column(title, *controls, selection_controls(profiles, state), tabs, sizing_mode="stretch_width")
+    # the hidden tabs' computations, in the background once the first plot is up: served, the page's load
+    # starts them (pn.state.onload); in a notebook or Voila, the page's view of the dashboard's widget
+    shown = (lambda: shown_through_ipywidgets(dashboard)) if pn.config.comms == "ipywidgets" else None
+    warmup = Warmup(shown=None if pn.state.curdoc is not None else shown)
     if has_scaling(ds):
         _add_tab(tabs, "scaling", _once(lambda: _scaling_panel(profiles)))
         warmup.add(lambda: importlib.import_module("perfkit.widgets.scaling"))
@@ -109,9 +115,7 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
         columns = timeline_control(ds)
         _add_tab(tabs, "timeline", lambda run, n: timeline_view(ds, run, n), state.param.run, columns, header=columns)
     pn.state.onload(warmup.start)  # served: once the page is up; in a notebook at once (the thread waits)
-    n_runs = ds.sizes["run"]
-    title = pn.pane.Markdown(f"### perfkit explorer: {n_runs} run{'s' * (n_runs > 1)}")
-    return pn.Column(title, *controls, selection_controls(profiles, state), tabs, sizing_mode="stretch_width")
+    return dashboard
 
 
 def _scaling_panel(ds: xr.Dataset) -> pn.Column:

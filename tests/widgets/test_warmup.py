@@ -97,3 +97,37 @@ def test_the_explorer_diagnoses_the_run_in_the_background_and_the_findings_tab_r
     tabs.active = list(tabs._names).index("findings")
     assert calls == ["perfkit-warmup"]  # shown: drawn from the background's findings
     assert "Findings for 48/slt on every rank" in tabs[tabs.active].select(pn.pane.Markdown)[0].object
+
+
+def test_the_work_waits_until_the_page_shows_the_dashboard():
+    seen, shown = [], threading.Event()
+    job = Warmup(delay_s=0.1, shown=shown.is_set)
+    job.add(lambda: seen.append(time.monotonic()))
+    job.start()
+    time.sleep(0.5)
+    assert not seen  # the delay is long past, the page does not show the dashboard yet
+    at = time.monotonic()
+    shown.set()
+    assert job.done.wait(10)
+    assert seen[0] - at >= 0.1
+
+
+def test_a_dashboard_never_shown_is_prepared_after_the_timeout(monkeypatch):
+    monkeypatch.setattr(module, "SHOWN_TIMEOUT_S", 0.3)
+    job = Warmup(delay_s=0, shown=lambda: False)
+    job.add(lambda: None)
+    job.start()
+    assert job.done.wait(10)
+
+
+def test_shown_once_the_page_has_a_view_of_the_dashboards_widget():
+    from panel.io.notebook import ipywidget
+
+    dashboard, other = pn.Column(pn.pane.Markdown("dashboard")), pn.Column(pn.pane.Markdown("other"))
+    assert not module.shown_through_ipywidgets(dashboard)
+    widget = ipywidget(dashboard)  # as panel displays it with ipywidgets comms
+    shown_other = ipywidget(other)
+    shown_other._view_count = 1
+    assert not module.shown_through_ipywidgets(dashboard)  # made, not yet in a page; another one is
+    widget._view_count = 1  # the page's widget manager made a view of it
+    assert module.shown_through_ipywidgets(dashboard)
