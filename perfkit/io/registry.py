@@ -100,14 +100,16 @@ def check_values(path: str | PathLike, ds: xr.Dataset) -> xr.Dataset:
 
 def available_formats() -> list[str]:
     """Names of the formats whose reader module is installed in this version."""
-    names = []
-    for name, fmt in FORMATS.items():
-        try:
-            importlib.import_module(fmt.module)
-        except ModuleNotFoundError:
-            continue
-        names.append(name)
-    return names
+    return [name for name in FORMATS if installed(name)]
+
+
+def installed(name: str) -> bool:
+    """Whether the reader module of format ``name`` imports."""
+    try:
+        importlib.import_module(FORMATS[name].module)
+    except ModuleNotFoundError:
+        return False
+    return True
 
 
 def sniff_format(path: str | PathLike) -> str:
@@ -139,12 +141,13 @@ def sniff_format(path: str | PathLike) -> str:
 
 
 def claimed(path: Path, head: bytes) -> str | None:
-    """The first format whose sniffer takes ``path`` with first bytes ``head``, or None."""
-    return next((name for name in available_formats() if FORMATS[name].sniff(path, head)), None)
+    """The first format whose sniffer takes ``path`` with first bytes ``head``, or None. A format's module is
+    imported only when the formats before it decline the file (an MPInside table imports no OTF2 or CUBE reader)."""
+    return next((name for name in FORMATS if installed(name) and FORMATS[name].sniff(path, head)), None)
 
 
 def get_format(name: str) -> Format:
     """The ``Format`` called ``name`` (ValueError listing the known ones otherwise)."""
-    if name not in available_formats():
+    if name not in FORMATS or not installed(name):
         raise ValueError(f"unknown format {name!r}; known formats: {available_formats()}")
     return FORMATS[name]
