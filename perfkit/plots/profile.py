@@ -28,13 +28,28 @@ def rank_table(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = 
 def bin_ranks(table: pd.DataFrame, max_points: int = MAX_POINTS) -> tuple[pd.DataFrame, int]:
     """``table`` (rank x group) with at most ``max_points`` rows: above that, the mean of each bin of ``step``
     consecutive rows (NaN skipped), indexed by the bin's first rank; returns it and ``step`` (1: unbinned)."""
-    step = int(np.ceil(len(table) / max_points)) if len(table) > max_points else 1
+    step = bin_step(len(table), max_points)
     if step > 1:
-        first_ranks = table.index.to_numpy()
-        table = table.groupby(np.arange(len(table)) // step * step).mean()
-        table.index = first_ranks[table.index]
+        means = bin_means(table.to_numpy(dtype=float), step)
+        table = pd.DataFrame(means, index=table.index.to_numpy()[::step], columns=table.columns)
     table.index.name = "rank"
     return table, step
+
+
+def bin_step(rows: int, max_points: int = MAX_POINTS) -> int:
+    """Rows per bin so that ``rows`` rows make at most ``max_points`` bins (1: unbinned)."""
+    return int(np.ceil(rows / max_points)) if rows > max_points else 1
+
+
+def bin_means(values: np.ndarray, step: int) -> np.ndarray:
+    """Mean of each bin of ``step`` consecutive rows of ``values`` (rows x columns), NaN skipped (NaN where a
+    bin's column has no value); the last bin holds the rows left."""
+    starts = np.arange(0, values.shape[0], step)
+    present = ~np.isnan(values)
+    sums = np.add.reduceat(np.where(present, values, 0.0), starts, axis=0) if starts.size else values[:0]
+    counts = np.add.reduceat(present, starts, axis=0) if starts.size else values[:0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
 #: Groups at the bottom of every stack, in this order: compute, then the kinds in their usual order.

@@ -14,6 +14,7 @@ from typing import Any
 
 import holoviews as hv
 import numpy as np
+import pandas as pd
 import panel as pn
 import param
 import xarray as xr
@@ -21,7 +22,7 @@ from panel.io import hold, push_notebook
 
 from perfkit.plots.axes import unit_formatter, unit_ticker
 from perfkit.plots.palette import label, labelled_colours
-from perfkit.plots.profile import band_order, bin_ranks, rank_table
+from perfkit.plots.profile import band_order, bin_means, bin_step, rank_table
 from perfkit.plots.rank_figure import RankFigure, ranks_inside
 from perfkit.widgets.run_block import RunBlock
 from perfkit.widgets.study_summary import StudySummary, summarise
@@ -133,10 +134,14 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
             orders[by, metric] = summary.order(by, metric)
         if by not in tints:
             tints[by] = labelled_colours(ds[by].values)
-        full = block.table(run, by=by, metric=metric, ranks=ranks)
-        table, step = bin_ranks(full[[name for name in orders[by, metric] if name in full.columns]])
-        table.columns = [label(name) for name in table.columns]
-        x, totals = full.index.to_numpy(), full.sum(axis=1).to_numpy()
+        x, groups, values = block.arrays(run, by=by, metric=metric, ranks=ranks)
+        where = {str(name): i for i, name in enumerate(groups)}
+        order = [name for name in orders[by, metric] if name in where]
+        step = bin_step(len(x))
+        means = bin_means(values, step) if step > 1 else values
+        table = pd.DataFrame(means[:, [where[name] for name in order]], index=pd.Index(x[::step], name="rank"),
+                             columns=[label(name) for name in order])
+        totals = np.where(np.isnan(values), 0.0, values).sum(axis=1)
         unit = str(ds["units"].sel(metric=metric).item())
         binned = f" (bins of {step} ranks)" if step > 1 else ""
         view.show_bands(table, step=step, last=int(x[-1]) if x.size else 0, colours=tints[by], unit=unit,

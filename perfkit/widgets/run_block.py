@@ -39,6 +39,7 @@ class RunBlock:
         self.stored = stored_profile(ds)
         self.positions = {str(r): i for i, r in enumerate(ds["run"].values)}
         self._runs: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._metrics: dict[tuple[str, str], np.ndarray] = {}
 
     def values(self, run: str) -> np.ndarray:
         """``run``'s profile as (rank, function, metric), read on first use."""
@@ -54,19 +55,24 @@ class RunBlock:
             self._runs.popitem(last=False)
         return self._runs[run]
 
-    def table(self, run: str, *, by: str = "function", metric: str = "time",
-              ranks: tuple[int, int] | None = None) -> pd.DataFrame:
-        """Per-rank totals of ``metric`` per ``by`` group of ``run``, as :func:`perfkit.analysis.cube.rank_totals`:
-        indexed by rank (``ranks[0]`` to ``ranks[1]`` inclusive when given), ranks and groups without any
-        value left out, NaN where a rank has no value for a group."""
-        values, labels = self.values(run), self.ranks
+    def metric_values(self, run: str, metric: str) -> np.ndarray:
+        """``run``'s values of ``metric`` as a contiguous (rank, function) array, made once per run and metric."""
+        key = (run, metric)
+        if key not in self._metrics:
+            self._metrics = {k: v for k, v in self._metrics.items() if k[0] in self._runs}
+            self._metrics[key] = np.ascontiguousarray(self.values(run)[..., self.metrics[metric]])
+        return self._metrics[key]
+
+    def arrays(self, run: str, *, by: str = "function", metric: str = "time",
+               ranks: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`table` as arrays: its ranks, its groups and its (rank, group) values."""
+        values, labels = self.metric_values(run, metric), self.ranks
         if ranks is not None:
             if self.sorted:
                 part = slice(np.searchsorted(labels, ranks[0], "left"), np.searchsorted(labels, ranks[1], "right"))
             else:
                 part = (labels >= ranks[0]) & (labels <= ranks[1])
             values, labels = values[part], labels[part]
-        values = np.ascontiguousarray(values[..., self.metrics[metric]])  # (rank, function)
         if by == "function":
             groups = self.labels[by]
         else:
@@ -74,8 +80,18 @@ class RunBlock:
         missing = np.isnan(values)
         exists = ~missing.all(axis=1)
         columns = ~missing[exists].all(axis=0)
-        return pd.DataFrame(values[np.ix_(exists, columns)], index=pd.Index(labels[exists], name="rank"),
-                            columns=pd.Index(np.asarray(groups)[columns], name=by, dtype=object))
+        if exists.all() and columns.all():
+            return labels, np.asarray(groups), values
+        return labels[exists], np.asarray(groups)[columns], values[np.ix_(exists, columns)]
+
+    def table(self, run: str, *, by: str = "function", metric: str = "time",
+              ranks: tuple[int, int] | None = None) -> pd.DataFrame:
+        """Per-rank totals of ``metric`` per ``by`` group of ``run``, as :func:`perfkit.analysis.cube.rank_totals`:
+        indexed by rank (``ranks[0]`` to ``ranks[1]`` inclusive when given), ranks and groups without any
+        value left out, NaN where a rank has no value for a group."""
+        labels, groups, values = self.arrays(run, by=by, metric=metric, ranks=ranks)
+        return pd.DataFrame(values, index=pd.Index(labels, name="rank"),
+                            columns=pd.Index(groups, name=by, dtype=object))
 
 
 def stored_profile(ds: xr.Dataset) -> Any:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import holoviews as hv
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import perfkit
 from perfkit.model import combine_runs, make_run
 from perfkit.plots.palette import label
-from perfkit.plots.profile import band_order, stacked_ranks
+from perfkit.plots.profile import band_order, bin_means, bin_step, stacked_ranks
 from perfkit.widgets.ranks import rank_bands
 from tests.helpers import ROOT
 
@@ -50,3 +53,19 @@ def test_order_does_not_depend_on_which_runs_come_first():
 
     one, two = run("a", 1.0), run("b", 10.0)
     assert band_order(combine_runs([one, two])) == band_order(combine_runs([two, one])) == ["Compute", "MPI_Wait"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 60), st.integers(1, 4), st.integers(1, 9), st.integers(0, 2**32 - 1),
+       st.sampled_from([0.0, 0.4, 1.0]))
+def test_bin_means_equal_pandas_groupby_mean(rows, columns, step, seed, holes):
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=(rows, columns))
+    values[rng.random(values.shape) < holes] = np.nan
+    expected = pd.DataFrame(values).groupby(np.arange(rows) // step).mean().to_numpy()
+    np.testing.assert_allclose(bin_means(values, step), expected.reshape(-1, columns), rtol=1e-12, atol=1e-15)
+
+
+def test_bin_step_keeps_at_most_max_points():
+    assert bin_step(2000) == 1 and bin_step(2001) == 2 and bin_step(100_000) == 50
+    assert -(-100_000 // bin_step(100_000)) <= 2000

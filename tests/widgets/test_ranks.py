@@ -72,13 +72,13 @@ def test_a_drag_recomputes_once_on_release(series, monkeypatch):
     from perfkit.widgets.run_block import RunBlock
 
     calls: list[tuple[int, int]] = []
-    table = RunBlock.table
+    table = RunBlock.arrays
 
     def counted(self, *args, **kwargs):
         calls.append(tuple(kwargs["ranks"]))
         return table(self, *args, **kwargs)
 
-    monkeypatch.setattr(RunBlock, "table", counted)
+    monkeypatch.setattr(RunBlock, "arrays", counted)
     layout = rank_explorer(series, run="384/slt")
     root = layout.get_root()
     calls.clear()
