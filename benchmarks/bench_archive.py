@@ -19,6 +19,9 @@ imports (and, for the analyses, after ``perfkit.load``), sampled every 2 ms:
 
 The store's size is compared with the files' (MPInside files and their sidecars).
 
+``--store STORE`` measures the steps on a store written before (e.g. the 100 runs x 100,000 ranks that
+``bench_explorer_browser.py --only per_rank_100k`` builds): nothing is generated or converted.
+
 Run: ``nice -n 19 python benchmarks/bench_archive.py [--runs 20] [--max-ranks 16384] [--matrices-up-to 16384]``.
 The results are rewritten after each step, so a run that is stopped keeps what it measured.
 """
@@ -163,6 +166,24 @@ def table(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measure_store(args: argparse.Namespace) -> None:
+    """The steps of ``args.only`` on ``args.store`` (from ``load`` on; ``place`` when it holds traffic)."""
+    import xarray as xr
+
+    opened = xr.open_zarr(args.store, consolidated=True)
+    counts = sorted(int(n) for n in opened["nprocs"].values)
+    with_traffic = "traffic" in opened or "traffic_value" in opened
+    steps = [step for step in FILE_STEPS[2:] if step in args.only and (step != "place" or with_traffic)]
+    summary: dict = {"runs": len(counts), "ranks": counts, "store": str(args.store), "rank_chunk": RANK_CHUNK,
+                     "store_mib": folder_bytes([args.store]) / 2**20, "place_ranks": counts[-1], "results": []}
+    for step in steps:
+        row = measure(step, [], args.store, counts[-1], args.ppn)
+        summary["results"].append(row)
+        print(json.dumps(row), flush=True)
+        summary["load_average"] = os.getloadavg()
+        args.output.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -176,7 +197,11 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS / "archive")
     parser.add_argument("--files", type=Path, help="a study written before by write_series (<ranks>/slt.mpinside "
                         "folders): measured as it is, nothing generated")
+    parser.add_argument("--store", type=Path, help="a store written before: only the steps on it are measured")
     args = parser.parse_args()
+    if args.store:
+        measure_store(args)
+        return
     from perfkit import synthetic
 
     given = sorted(args.files.glob("*/slt.mpinside"), key=lambda p: int(p.parent.name)) if args.files else []
