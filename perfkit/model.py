@@ -409,7 +409,7 @@ def combined_coords(datasets: Sequence[xr.Dataset]) -> dict[str, Any]:
 
     Raises ``ContractError`` for repeated run labels or functions whose call/kind differ.
     """
-    run_labels = [str(v) for d in datasets for v in d["run"].values]
+    run_labels = [str(v) for d in datasets for v in d.variables["run"].values]  # variables: no DataArray built
     counts = pd.Series(run_labels).value_counts()
     if (counts > 1).any():
         raise ContractError(f"run labels {sorted(counts[counts > 1].index)} occur more than once; "
@@ -419,14 +419,16 @@ def combined_coords(datasets: Sequence[xr.Dataset]) -> dict[str, Any]:
         _coord_map(datasets, name, dim, strict=True)
     coords: dict[str, Any] = {dim: values for dim, values in labels_of.items()}
     coords["run"] = run_labels
-    for name in _ordered_union([n for n, c in d.coords.items() if c.dims == ("run",) and n != "run"] for d in datasets):
+    for name in _ordered_union([n for n, c in d.coords.variables.items() if c.dims == ("run",) and n != "run"]
+                               for d in datasets):
         coords[name] = ("run", _run_coord(datasets, name))
-    labelled = {n: c.dims[0] for d in datasets for n, c in d.coords.items()
+    labelled = {n: c.dims[0] for d in datasets for n, c in d.coords.variables.items()
                 if len(c.dims) == 1 and c.dims[0] not in ("run", n)}
     for name, dim in labelled.items():
         mapping = _coord_map(datasets, name, dim, strict=False)
         coords[name] = (dim, [mapping.get(v, "") for v in labels_of[dim].tolist()])
-    per_run = {n: c.dims for d in datasets for n, c in d.coords.items() if len(c.dims) == 2 and c.dims[0] == "run"}
+    per_run = {n: c.dims for d in datasets for n, c in d.coords.variables.items()
+               if len(c.dims) == 2 and c.dims[0] == "run"}
     for name, dims in per_run.items():
         coords[name] = (dims, _run_table(datasets, name, dims[1], labels_of[dims[1]]), _attrs_of(datasets, name))
     return coords
@@ -476,10 +478,10 @@ def _dim_labels(datasets: Sequence[xr.Dataset]) -> dict[str, np.ndarray]:
         having = [d for d in datasets if dim in d.dims]
         if not all(dim in d.indexes for d in having):
             out[dim] = np.arange(max(d.sizes[dim] for d in having))
-        elif dim in _SORTED_DIMS or all(d[dim].dtype.kind in "iuf" for d in having):
-            out[dim] = np.unique(np.concatenate([d[dim].values for d in having]))
+        elif dim in _SORTED_DIMS or all(d.variables[dim].dtype.kind in "iuf" for d in having):
+            out[dim] = np.unique(np.concatenate([d.variables[dim].values for d in having]))
         else:
-            out[dim] = np.asarray(_ordered_union(d[dim].values for d in having), dtype=object)
+            out[dim] = np.asarray(_ordered_union(d.variables[dim].values for d in having), dtype=object)
     if "sender" in out:
         out["sender"] = out["receiver"] = out["rank"]
     return out
@@ -491,7 +493,8 @@ def _coord_map(datasets: Sequence[xr.Dataset], name: str, dim: str, *, strict: b
     for d in datasets:
         if name not in d.coords:
             continue
-        for label, value in zip(d[dim].values.tolist(), d[name].values.tolist()):
+        labels = d.variables[dim].values if dim in d.variables else np.arange(d.sizes[dim])  # as d[dim]
+        for label, value in zip(labels.tolist(), d.variables[name].values.tolist()):
             if mapping.setdefault(label, value) != value and strict:
                 raise ContractError(f"{dim} {label!r} has different {name} in different runs "
                                     f"({mapping[label]!r} and {value!r}); call/kind must agree")
@@ -501,10 +504,10 @@ def _coord_map(datasets: Sequence[xr.Dataset], name: str, dim: str, *, strict: b
 def _run_coord(datasets: Sequence[xr.Dataset], name: str) -> np.ndarray:
     """A run coordinate across runs (NaN or "" for runs that lack it)."""
     parts = []
-    numeric = any(np.issubdtype(d[name].dtype, np.number) for d in datasets if name in d.coords)
+    numeric = any(np.issubdtype(d.variables[name].dtype, np.number) for d in datasets if name in d.coords)
     for d in datasets:
         if name in d.coords:
-            parts.append(d[name].values)
+            parts.append(d.variables[name].values)
         else:
             parts.append(np.full(d.sizes["run"], np.nan if numeric else ""))
     return np.concatenate(parts)
