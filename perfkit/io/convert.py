@@ -6,7 +6,7 @@ temporary zarr group; the worker returns only the group's path and the run's coo
 lazily here (a small run, up to ``SMALL_RUN`` bytes, comes back in memory, up to
 ``HELD_SMALL_RUNS`` bytes of them in all; small files are read a few to a task). The union of the
 runs' coordinates is then known without holding any large run, and the final store is laid out
-with it (all cells NaN). A variable of a group whose labels line up with the store's chunks is
+with it (all cells NaN: metadata only, no chunk written). A variable of a group whose labels line up with the store's chunks is
 moved in by renaming its chunk files (``perfkit.io.convert_chunks``: no byte rewritten); the
 others are reindexed and written by region along ``run``, in this process, at most
 ``BATCH_CELLS`` cells at a time. Peak memory therefore does not grow with the number of runs.
@@ -81,10 +81,11 @@ PARTNERS_PER_RANK = 32
 SMALL_RUN = 2**20
 #: At most this many bytes of such small runs are kept in memory; the following ones go to parts.
 HELD_SMALL_RUNS = 2**27
-#: Without a client and ``workers``, a local process pool is started for more files than this.
 #: On a pool or a cluster, files of at most this many bytes in all are read by one task (a task costs a round
 #: trip between processes: 300 mpiP reports of a few kB, one a task, spent more time in them than in reading).
 TASK_BYTES = 2**22
+#: Without a client and ``workers``, a local process pool is started for more files than this (fewer are read in
+#: this process's threads: a pool's readers, forked or not, pay a first read's imports and caches each).
 LOCAL_POOL_FROM = 20
 #: ``Dataset.encoding`` key of a run read from a temporary group: the group's path.
 PART = "perfkit_part"
@@ -105,9 +106,13 @@ def convert(
     """Read profiles into one store at ``output`` (``*.zarr`` or ``*.nc``); return its path.
 
     Files are read in parallel: on the active ``dask.distributed`` client when there is one, else
-    in ``workers`` local processes (default: one per core for more than ``LOCAL_POOL_FROM`` files,
-    else this process; ``1``: this process; the processes are kept for the next call of the same size
-    and end with this one); in this process, in threads, one a core, as ``open_runs``. Each run is
+    in ``workers`` local processes, else in this process's threads, one a core, as ``open_runs``
+    (``workers=1``). The default is what was fastest here: one process per core for more than
+    ``LOCAL_POOL_FROM`` files (on 2 cores, 300 mpiP reports, whose parsing holds the GIL, read
+    faster in processes; MPInside files within 10% either way), else this process. The readers
+    are forked from this process when it runs no other thread (the ``perfkit`` command: 10 ms,
+    no import), else from a server process that imports perfkit once a process (a notebook's
+    first pool pays that, 2 s of CPU); they are kept for the next call of the same size. Each run is
     written as soon as it is read, so memory holds a few runs at most, whatever their number; open
     the result lazily with ``perfkit.load(output, chunks={...})``.
     The store holds what ``perfkit.open_runs`` on the same files returns (same layout, coordinates, warnings):
