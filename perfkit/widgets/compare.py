@@ -20,29 +20,40 @@ from perfkit.analysis.cube import rank_totals
 from perfkit.plots.axes import integer_ticker, unit_formatter, unit_ticker
 from perfkit.plots.palette import REFERENCE, label, labelled_colours
 from perfkit.plots.profile import band_order
-from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_bounds
+from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
+from perfkit.widgets.study_summary import StudySummary, summarise
 
 #: Colours of the per-rank difference: A above B, A below B.
 MORE, LESS = "#d62728", "#2ca02c"
 
 
-def comparable_pairs(ds: xr.Dataset) -> list[tuple[str, str]]:
-    """Pairs of runs (A, B) of ``ds`` over the same ranks (same first and last rank and count), in run order."""
-    exists = ds["profile"].notnull().any(("function", "metric")).transpose("run", "rank").values
-    keys = [(bounds, int(row.sum())) for bounds, row in zip(rank_bounds(ds).values(), exists)]
-    runs = [str(r) for r in ds["run"].values]
+def comparable_pairs(ds: xr.Dataset, summary: StudySummary | None = None) -> list[tuple[str, str]]:
+    """Pairs of runs (A, B) of ``ds`` over the same ranks (same first and last rank and count), in run order.
+
+    From ``summary`` (``ds``'s :func:`perfkit.widgets.study_summary.summarise`, read once for the explorer) when
+    it covers the runs of ``ds``, else from one read of ``ds``."""
+    summary = _summary_of(ds, summary)
+    keys = [(bounds, int(row.sum())) for bounds, row in zip(summary.bounds().values(), summary.exists)]
+    runs = list(summary.runs)
     return [(a, b) for i, a in enumerate(runs) for j, b in enumerate(runs) if i < j and keys[i] == keys[j]]
 
 
-def difference(ds: xr.Dataset, a: str, b: str, *, by: str = "function",
-               metric: str = "time") -> tuple[pd.DataFrame, pd.DataFrame]:
+def _summary_of(ds: xr.Dataset, summary: StudySummary | None) -> StudySummary:
+    """``summary`` when it is of the runs of ``ds``, else ``summarise(ds)``."""
+    runs = tuple(str(r) for r in ds["run"].values)
+    return summary if summary is not None and summary.runs == runs else summarise(ds)
+
+
+def difference(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric: str = "time",
+               summary: StudySummary | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per group: the mean per rank of A and B and ``A - B``; per rank: the totals of A and B and ``A - B``.
 
     Both in the units of ``metric``; a group or rank missing from one run counts as 0 there. Groups in
-    stack order (:func:`perfkit.plots.profile.band_order`), ranks ascending.
+    stack order (:func:`perfkit.plots.profile.band_order`; ``summary``'s when given), ranks ascending.
     """
     left, right = rank_totals(ds, a, by=by, metric=metric), rank_totals(ds, b, by=by, metric=metric)
-    order = [g for g in band_order(ds, by, metric) if g in left.columns or g in right.columns]
+    stack = band_order(ds, by, metric) if summary is None else _summary_of(ds, summary).order(by, metric)
+    order = [g for g in stack if g in left.columns or g in right.columns]
     left, right = (t.reindex(columns=order).fillna(0.0) for t in (left, right))
     groups = pd.DataFrame({"A": left.mean(), "B": right.mean()}).rename_axis(by)
     groups["A - B"] = groups["A"] - groups["B"]
@@ -66,15 +77,18 @@ def summary(ranks: pd.DataFrame, unit: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric: str = "time") -> pn.Column:
-    """A against B: the table of :func:`summary`, ``A - B`` per group (bars) and per rank (spikes)."""
+def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric: str = "time",
+                 study: StudySummary | None = None) -> pn.Column:
+    """A against B: the table of :func:`summary`, ``A - B`` per group (bars) and per rank (spikes); ``study``:
+    ``ds``'s :func:`perfkit.widgets.study_summary.summarise` when known (else ``ds`` is read for it)."""
     unit = str(ds["units"].sel(metric=metric).item())
     quantity = f"{metric} [{unit}]" if unit not in ("", "1") else metric
     if a == b:
         return pn.Column(pn.pane.Markdown("A and B are the same run: pick two runs."))
-    if (a, b) not in comparable_pairs(ds.sel(run=[a, b])):
+    study = _summary_of(ds, study)
+    if (a, b) not in comparable_pairs(ds, study):
         return pn.Column(pn.pane.Markdown(f"{a} and {b} do not hold the same ranks: compare runs of the same ranks."))
-    groups, ranks = difference(ds, a, b, by=by, metric=metric)
+    groups, ranks = difference(ds, a, b, by=by, metric=metric, summary=study)
     named = groups.reset_index().assign(**{by: lambda f: f[by].map(label)})  # groups in words
     bars = hv.Bars(named, by, hv.Dimension("A - B", label=f"A - B, mean per rank of {quantity}")).opts(
         color=by, cmap=labelled_colours(ds[by].values), show_legend=False, xrotation=30, tools=["hover"],
@@ -97,12 +111,12 @@ def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric
                      pn.pane.HoloViews(spikes * zero, sizing_mode="stretch_width"), sizing_mode="stretch_width")
 
 
-def default_pair(ds: xr.Dataset, run: str | None = None) -> tuple[str, str]:
+def default_pair(ds: xr.Dataset, run: str | None = None, summary: StudySummary | None = None) -> tuple[str, str]:
     """A and B shown first: ``run`` (or the first run that has a partner) and the first run of the same ranks
     after it, a placement's re-run before any other (see :func:`perfkit.widgets.placement.labelled_reruns`)."""
     from perfkit.widgets.placement import labelled_reruns
 
-    pairs = comparable_pairs(ds)
+    pairs = comparable_pairs(ds, summary)
     first = run if run is not None and any(run in p for p in pairs) else pairs[0][0]
     partners = [b if a == first else a for a, b in pairs if first in (a, b)]
     reruns = set(labelled_reruns(ds, first).values())
@@ -111,9 +125,10 @@ def default_pair(ds: xr.Dataset, run: str | None = None) -> tuple[str, str]:
 
 def compare_controls(ds: xr.Dataset, state: RankState) -> tuple[pn.widgets.Select, pn.widgets.Select]:
     """Selects of run A and run B (every run of ``ds`` that has a partner over the same ranks)."""
-    pairs = comparable_pairs(ds)
+    summary = _summary_of(ds, state.summary)
+    pairs = comparable_pairs(ds, summary)
     runs = [str(r) for r in ds["run"].values if any(str(r) in p for p in pairs)]
-    a, b = default_pair(ds, state.run)
+    a, b = default_pair(ds, state.run, summary)
     return (pn.widgets.Select(label="run A", options=runs, value=a, width=WIDGET_WIDTH),
             pn.widgets.Select(label="run B", options=runs, value=b, width=WIDGET_WIDTH))
 
@@ -131,6 +146,6 @@ def with_rerun(ds: xr.Dataset, rerun: xr.Dataset | None) -> xr.Dataset:
     return combine_runs([profiles, rerun.drop_vars("traffic", errors="ignore").sel(run=extra)])
 
 
-def has_comparison(ds: xr.Dataset) -> bool:
+def has_comparison(ds: xr.Dataset, summary: StudySummary | None = None) -> bool:
     """Whether two runs of ``ds`` hold the same ranks."""
-    return ds.sizes["run"] >= 2 and bool(comparable_pairs(ds))
+    return ds.sizes["run"] >= 2 and bool(comparable_pairs(ds, summary))

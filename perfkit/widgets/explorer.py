@@ -95,9 +95,10 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
              *in_state, state.param.by, state.param.metric)
     warmup.add(lambda: diagnosed(state.run, in_view(state.run, state.ranks, state.selected)))
     compared = with_rerun(profiles, rerun)
-    if has_comparison(compared):
+    if has_comparison(compared, state.summary):  # the study's summary, read once for the per-rank view
         run_a, run_b = compare_controls(compared, state)
-        _add_tab(tabs, "compare", lambda a, b, by, metric: compare_view(compared, a, b, by=by, metric=metric),
+        _add_tab(tabs, "compare", lambda a, b, by, metric: compare_view(compared, a, b, by=by, metric=metric,
+                                                                        study=state.summary),
                  run_a, run_b, state.param.by, state.param.metric, header=pn.Row(run_a, run_b))
     if "traffic" in ds:
         quantity = pn.widgets.Select(label="quantity", options=[str(q) for q in ds["quantity"].values],
