@@ -2,19 +2,25 @@
 
 Sets of files, each converted to a fresh zarr store:
 
-* ``mpip``: ``--files`` copies of the real HPCCG mpiP reports (1 to 16 ranks, a few kB each),
-  the many-small-files case;
-* ``mpinside_<ranks>``: for each of ``--ranks`` (default 300, 16,384 and 40,000), ``--copies`` copies
+* ``mpip``: ``--files`` copies of the real HPCCG mpiP reports (1 to 16 ranks, a few kB each), the many-small-files
+  case, each copy given its own collector PID so that each is a run of its own (copies of one report would be
+  taken for reports of the same run and merged, and the merge, not the reading, would be measured);
+* ``mpinside_<ranks>``: for each of ``--ranks`` (default 300 and 16,384), ``--copies`` copies
   of one synthetic MPInside run of that many ranks (no matrices).
 
-For each set: ``open_runs`` (threads, everything in memory; the reference, same process, same
-bytes), then ``convert`` in this process (``workers=1``), in a local process pool of 2, and on a
-``distributed.LocalCluster`` of 1 and 2 process workers; the pool and the clusters are started, and
-every setup warmed up on a few files (imports), before timing. Each setup is timed ``--repeat``
-times and its best rate kept; the machine is shared, so read the ratios to ``open_runs`` and the
-speed-up from 1 to 2 workers, not the absolute rates.
+Each (set, setup) is measured in a fresh Python process, as a user's ``perfkit convert`` runs: perfkit imported,
+then ``convert`` called twice, the first call paying what a first call pays (a local pool's readers started, a
+cluster's workers importing perfkit, the store writer's own first imports), the second reusing them; then
+``open_runs`` (threads, everything in memory) on the same files in the same process, twice, the faster kept: the
+reference. Setups: ``convert`` in this process (``workers=1``), a local process pool of 2 (``workers=2``), a
+``distributed.LocalCluster`` of 1 and of 2 single-threaded process workers (started before the calls, its start
+reported apart: the user starts it once for many calls; the reference is taken before it starts, since
+``open_runs`` would use it). The machine is shared: read the ratios to ``open_runs`` and the speed-ups from 1 to 2
+workers, with the load average recorded beside them, not the absolute rates. ``--repeat`` processes per setup, the
+fastest of each time kept.
 
-Run: ``python benchmarks/bench_convert.py [--files 300] [--ranks 300 16384 40000] [--copies 100 16 8]``.
+Run: ``python benchmarks/bench_convert.py [--sets mpip mpinside_300 mpinside_16384] [--files 300] [--copies 100 16]``;
+sets not run keep their previous results in the file.
 """
 
 from __future__ import annotations
@@ -23,21 +29,18 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-
-import distributed
-
-import perfkit
-from perfkit import synthetic
-from perfkit.io.mpinside import write
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "convert.json"
 HPCCG = sorted((ROOT / "tests" / "data" / "mpip" / "real" / "HPCCG-strong").glob("*/*.mpiP"))
+#: setup -> (workers, LocalCluster workers or 0)
+SETUPS = {"in_process": (1, 0), "process_pool_2": (2, 0), "localcluster_1": (None, 1), "localcluster_2": (None, 2)}
 
 
 def copies(sources: list[Path], n: int, folder: Path) -> list[Path]:
@@ -51,84 +54,134 @@ def copies(sources: list[Path], n: int, folder: Path) -> list[Path]:
     return out
 
 
-def rate(func: Callable[[], object], n_files: int, repeat: int) -> float:
-    """Files per second of the fastest of ``repeat`` calls of ``func``."""
-    best = float("inf")
-    for _ in range(repeat):
+def distinct_runs(files: list[Path]) -> list[Path]:
+    """``files`` (mpiP reports) rewritten so that each names a collector PID of its own (1000 + its position)."""
+    for k, path in enumerate(files):
+        text = path.read_text()
+        head, sep, rest = text.partition("@ Collector PID")
+        _, newline, tail = rest.partition("\n")
+        path.write_text(f"{head}{sep}            : {1000 + k}{newline}{tail}")
+    return files
+
+
+def make_set(name: str, n: int, work: Path) -> list[Path]:
+    """The files of set ``name`` (``mpip`` or ``mpinside_<ranks>``), ``n`` of them, under ``work``."""
+    if name == "mpip":
+        return distinct_runs(copies(HPCCG, n, work / name))
+    from perfkit import synthetic
+    from perfkit.io.mpinside import write
+
+    ranks = int(name.split("_")[1])
+    sim = synthetic.simulate(ranks, steps=2)
+    one = write(synthetic.to_dataset(sim, "slt", matrices=False, sizes=False), work / f"{ranks}.mpinside")
+    return copies([one], n, work / name)
+
+
+def timed(func) -> float:  # type: ignore[no-untyped-def]
+    """Wall seconds of ``func()``."""
+    start = time.perf_counter()
+    func()
+    return time.perf_counter() - start
+
+
+def child(folder: Path, setup: str, work: Path) -> dict[str, object]:
+    """In a fresh process: seconds of two ``convert`` calls with ``setup`` and of ``open_runs`` (best of two)."""
+    import perfkit
+    from perfkit.io import convert as convert_module
+
+    warnings.simplefilter("ignore", perfkit.PerfkitWarning)
+    files = sorted(folder.iterdir())
+    workers, cluster_workers = SETUPS[setup]
+    stores = iter(range(10))
+
+    def convert() -> None:
+        perfkit.convert(files, work / f"s{next(stores)}.zarr", progress=False, workers=workers)
+
+    out: dict[str, object] = {}
+    if cluster_workers:
+        import distributed
+
+        reference = min(timed(lambda: perfkit.open_runs(files, progress=False)) for _ in range(2))
         start = time.perf_counter()
-        func()
-        best = min(best, time.perf_counter() - start)
-    return n_files / best
+        with distributed.LocalCluster(n_workers=cluster_workers, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as cluster, distributed.Client(cluster):
+            out["cluster_start_s"] = round(time.perf_counter() - start, 2)
+            first, again = timed(convert), timed(convert)
+    else:
+        out["start_method"] = convert_module.start_method() if workers and workers > 1 else None  # the first call's
+        first, again = timed(convert), timed(convert)
+        reference = min(timed(lambda: perfkit.open_runs(files, progress=False)) for _ in range(2))
+    return {**out, "first_s": round(first, 3), "again_s": round(again, 3), "open_runs_s": round(reference, 3)}
 
 
-def size_mb(path: Path) -> float:
-    """Bytes [MB] of the files under ``path``."""
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
-
-
-def measure(files: list[Path], work: Path, repeat: int) -> dict[str, object]:
-    """files/s of open_runs and of convert with each worker setup, the speed-up from 1 to 2 workers,
-    and the sizes of the files and of a store."""
-    stores = iter(range(10**6))
-
-    def convert(paths: list[Path] = files, **kw: object) -> Path:
-        out = work / f"s{next(stores)}.zarr"
-        perfkit.convert(paths, out, progress=False, **kw)
-        return out
-
-    perfkit.open_runs(files[:2], progress=False)  # warm-up: imports (zarr's among them), caches
-    convert(workers=1, paths=files[:2])
-    convert(workers=2, paths=files[:2])  # starts the local pool of 2, kept for the timed call
-    out = {"open_runs_threads": rate(lambda: perfkit.open_runs(files, progress=False), len(files), repeat),
-           "convert_in_process": rate(lambda: convert(workers=1), len(files), repeat),
-           "convert_process_pool_2": rate(lambda: convert(workers=2), len(files), repeat)}
-    for n in (1, 2):
-        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-        with cluster, distributed.Client(cluster) as client:
-            client.run(__import__, "perfkit.io.convert")
-            perfkit.convert(files[:4], work / f"warm{n}.zarr", progress=False)
-            out[f"convert_localcluster_{n}_workers"] = rate(convert, len(files), repeat)
-    ref = out["open_runs_threads"]
-    store = convert(workers=1)
-    result = {"load_average_after": [round(x, 1) for x in os.getloadavg()],
-              "files": len(files), "files_mb": round(sum(f.stat().st_size for f in files) / 1e6, 1),
-              "store_mb": round(size_mb(store), 1),
-              "files_per_s": {k: round(v, 1) for k, v in out.items()},
-              "ratio_to_open_runs": {k: round(v / ref, 2) for k, v in out.items()},
-              "speedup_1_to_2_workers": {
-                  "process_pool": round(out["convert_process_pool_2"] / out["convert_in_process"], 2),
-                  "localcluster": round(out["convert_localcluster_2_workers"] / out["convert_localcluster_1_workers"],
-                                        2)}}
-    for path in work.glob("*.zarr"):
-        shutil.rmtree(path)
-    return result
+def measure(name: str, files: list[Path], work: Path, repeat: int) -> dict[str, object]:
+    """Each setup on ``files`` in ``repeat`` fresh processes (the fastest of each time kept): files/s, ratios to
+    ``open_runs``, speed-ups from 1 to 2 workers."""
+    runs: dict[str, dict[str, object]] = {}
+    for setup in SETUPS:
+        for _ in range(repeat):
+            out = work / f"out_{setup}"
+            out.mkdir()
+            done = subprocess.run([sys.executable, __file__, "--child", str(files[0].parent), setup, str(out)],
+                                  check=True, capture_output=True, text=True)
+            shutil.rmtree(out)
+            run = json.loads(done.stdout.splitlines()[-1])
+            print(name, setup, run, file=sys.stderr, flush=True)
+            best = runs.setdefault(setup, {**run, "load_average_after": []})
+            best.update({key: min(value, best[key]) for key, value in run.items() if key.endswith("_s")})
+            best["load_average_after"].append(round(os.getloadavg()[0], 1))  # type: ignore[attr-defined]
+    n = len(files)
+    ratio = {f"{setup}_{call}": round(float(r["open_runs_s"]) / float(r[f"{call}_s"]), 2)  # type: ignore[arg-type]
+             for setup, r in runs.items() for call in ("first", "again")}
+    return {
+        "files": n, "files_mb": round(sum(f.stat().st_size for f in files) / 1e6, 1),
+        "runs": runs,
+        "files_per_s": {f"{setup}_{call}": round(n / float(r[f"{call}_s"]), 1)  # type: ignore[arg-type]
+                        for setup, r in runs.items() for call in ("first", "again")}
+        | {f"open_runs_beside_{setup}": round(n / float(r["open_runs_s"]), 1)  # type: ignore[arg-type]
+           for setup, r in runs.items()},
+        "ratio_to_open_runs": ratio,
+        "speedup_1_to_2_workers": {
+            "local (in process -> pool of 2), first call": round(ratio["process_pool_2_first"]
+                                                                 / ratio["in_process_first"], 2),
+            "local, second call": round(ratio["process_pool_2_again"] / ratio["in_process_again"], 2),
+            "localcluster, first call": round(ratio["localcluster_2_first"] / ratio["localcluster_1_first"], 2),
+            "localcluster, second call": round(ratio["localcluster_2_again"] / ratio["localcluster_1_again"], 2)},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", nargs="+", default=["mpip", "mpinside_300", "mpinside_16384"],
+                        help="mpip and/or mpinside_<ranks>")
     parser.add_argument("--files", type=int, default=300, help="mpiP files")
-    parser.add_argument("--ranks", type=int, nargs="+", default=[300, 16_384, 40_000], help="ranks of MPInside runs")
-    parser.add_argument("--copies", type=int, nargs="+", default=[100, 16, 8], help="files of each rank count")
-    parser.add_argument("--repeat", type=int, default=1, help="timed calls per setup (the best is kept)")
+    parser.add_argument("--copies", type=int, nargs="+", default=[100, 16],
+                        help="files of each mpinside set, in --sets order")
+    parser.add_argument("--repeat", type=int, default=2, help="processes per setup (the fastest of each time kept)")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if len(args.copies) != len(args.ranks):
-        parser.error("--copies needs one count per --ranks")
-    warnings.simplefilter("ignore", perfkit.PerfkitWarning)
-    results: dict[str, object] = {
-        "machine_note": f"2 cores shared with other jobs; best of {args.repeat} timed call(s) per setup",
-        "load_average_before": [round(x, 1) for x in os.getloadavg()]}
+    if args.child:
+        print(json.dumps(child(Path(args.child[0]), args.child[1], Path(args.child[2]))))
+        return
+    mpinside = [s for s in args.sets if s != "mpip"]
+    if len(args.copies) < len(mpinside):
+        parser.error("--copies needs one count per mpinside set")
+    counts = dict(zip(mpinside, args.copies)) | {"mpip": args.files}
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = {name: value for name, value in results.items() if isinstance(value, dict) and "runs" in value}
+    results["machine_note"] = (f"2 cores shared with other jobs; each setup in {args.repeat} fresh process(es), one "
+                               "first and one second convert call and open_runs (best of 2) in each, the fastest kept")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        results["mpip"] = measure(copies(HPCCG, args.files, work / "mpip"), work, args.repeat)
-        for ranks, n in zip(args.ranks, args.copies):
-            sim = synthetic.simulate(ranks, steps=2)
-            one = write(synthetic.to_dataset(sim, "slt", matrices=False, sizes=False), work / f"{ranks}.mpinside")
-            files = copies([one], n, work / f"mpinside_{ranks}")
-            results[f"mpinside_{ranks}"] = {"ranks": ranks, **measure(files, work, args.repeat)}
-            shutil.rmtree(work / f"mpinside_{ranks}")
-    results["load_average_after"] = [round(x, 1) for x in os.getloadavg()]
-    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    print(json.dumps(results, indent=1))
+        for name in args.sets:
+            before = [round(x, 1) for x in os.getloadavg()]
+            files = make_set(name, counts[name], work)
+            results[name] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_average_before": before,
+                             **measure(name, files, work, args.repeat),
+                             "load_average_after": [round(x, 1) for x in os.getloadavg()]}
+            shutil.rmtree(files[0].parent)
+            RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    print(json.dumps({name: results[name] for name in args.sets}, indent=1))
 
 
 if __name__ == "__main__":
