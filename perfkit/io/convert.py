@@ -6,9 +6,9 @@ temporary zarr group; the worker returns only the group's path and the run's coo
 lazily here (a small run, up to ``SMALL_RUN`` bytes, comes back in memory, up to
 ``HELD_SMALL_RUNS`` bytes of them in all; small files are read a few to a task). The union of the
 runs' coordinates is then known without holding any large run, and the final store is laid out
-with it (all cells NaN: metadata only, no chunk written). A variable of a group whose labels line up with the store's chunks is
-moved in by renaming its chunk files (``perfkit.io.convert_chunks``: no byte rewritten); the
-others are reindexed and written by region along ``run``, in this process, at most
+with it (all cells NaN: metadata only, no chunk written). A variable of a group whose labels line
+up with the store's chunks is moved in by renaming its chunk files (``perfkit.io.convert_chunks``:
+no byte rewritten); the others are reindexed and written by region along ``run``, in this process, at most
 ``BATCH_CELLS`` cells at a time. Peak memory therefore does not grow with the number of runs.
 """
 
