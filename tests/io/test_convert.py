@@ -411,6 +411,31 @@ def test_sparse_runs_appended_to_a_store(tmp_path, sparse_files):
     _same_traffic(back.assign_attrs(warnings=ref.attrs["warnings"]), ref)
 
 
+FIRST_CONVERT = """
+import json, os, sys, threading
+from perfkit.io import convert
+before = convert.start_method()
+store = convert.convert(sys.argv[1:-1], sys.argv[-1], workers=2, progress=False)
+readers = [p.pid for _, pool in convert._POOL for p in pool._processes.values()]
+print(json.dumps({"before": before, "after": convert.start_method(), "readers": len(readers),
+                  "distributed": "distributed" in sys.modules}))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="readers are forked on Linux only")
+def test_a_fresh_process_forks_its_readers_and_lays_out_the_store_without_dask_distributed(tmp_path, series):
+    """The perfkit command's case: no other thread, so the pool's readers are forked (no interpreter started, no
+    import), and the layout builds no dask graph (whose finalisation imports dask.distributed); once threads run
+    (zarr's I/O thread after a write), a new pool starts from a forkserver. The store equals open_runs."""
+    store = tmp_path / "study.zarr"
+    out = subprocess.run([sys.executable, "-c", FIRST_CONVERT, *map(str, series), str(store)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen == {"before": "fork", "after": "forkserver", "readers": 2, "distributed": False}
+    xr.testing.assert_identical(perfkit.load(store), perfkit.open_runs(series))
+
+
 def test_the_local_pool_is_kept_for_the_next_call_and_shut_down_after_an_error(tmp_path, series):
     from perfkit.io import convert
 

@@ -144,3 +144,33 @@ def test_write_region_writes_runs_into_a_laid_out_store_as_zarr_does(tmp_path):
                  encoding={"v": {"chunks": (1, 4, 3), "compressors": (numcodecs.Zstd(),)}})
     assert not convert_chunks.write_region(tmp_path / "zstd.zarr", "v", values, 0)
     assert not any(p.name[0] != "." for p in (tmp_path / "zstd.zarr" / "v").iterdir())
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(runs=st.integers(1, 5), ranks=st.integers(1, 30), chunk=st.integers(1, 8))
+def test_blank_arrays_have_the_metadata_xarray_writes_for_dask_arrays_and_no_chunk(tmp_path_factory, runs, ranks,
+                                                                                    chunk):
+    """add_blank_arrays against xarray's own to_zarr(compute=False) of a dask array of NaN with the same encoding: the
+    same .zarray and .zattrs, consolidated, no chunk file; reading gives NaN everywhere."""
+    import json
+
+    import dask.array as da
+
+    folder = tmp_path_factory.mktemp("blank")
+    coords = {"run": [f"r{k}" for k in range(runs)], "rank": np.arange(ranks), "label": ("run", ["x"] * runs)}
+    dims = ("run", "rank")
+    blank = xr.Dataset({"profile": (dims, da.full((runs, ranks), np.nan, chunks=(1, chunk)))}, coords=coords)
+    encoding = {"profile": {"chunks": (1, chunk), "compressors": (convert_chunks.COMPRESSOR,)}}
+    blank.to_zarr(folder / "xarray.zarr", mode="w", compute=False, consolidated=True, zarr_format=2, encoding=encoding)
+    ours = folder / "ours.zarr"
+    blank.drop_vars("profile").to_zarr(ours, mode="w", consolidated=True, zarr_format=2)
+    attrs = xr.conventions.encode_dataset_coordinates(blank)[0]["profile"].attrs
+    convert_chunks.add_blank_arrays(ours, {"profile": ((runs, ranks), (1, chunk),
+                                                        {"_ARRAY_DIMENSIONS": list(dims), **attrs})})
+    for key in (".zarray", ".zattrs"):
+        assert json.loads((ours / "profile" / key).read_text()) == json.loads(
+            (folder / "xarray.zarr" / "profile" / key).read_text())
+    assert json.loads((ours / ".zmetadata").read_text())["metadata"]["profile/.zarray"]["shape"] == [runs, ranks]
+    assert sorted(p.name for p in (ours / "profile").iterdir()) == [".zarray", ".zattrs"]
+    back = xr.open_zarr(ours, consolidated=True)
+    assert back["profile"].isnull().all() and set(back.coords) == {"run", "rank", "label"}
