@@ -96,6 +96,23 @@ def quiet_start() -> None:
         return
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _stopped_while_starting)
+    sys.unraisablehook = _interrupt_where_it_can_stop(sys.unraisablehook)
+
+
+def _interrupt_where_it_can_stop(
+        hook: Callable[[sys.UnraisableHookArgs], object]) -> Callable[[sys.UnraisableHookArgs], None]:
+    """``hook`` but for a Ctrl-C that came while Python ran a callback it cannot raise from (an import lock's
+    clean-up, a ``__del__``): Python would print "Exception ignored ... KeyboardInterrupt" and go on. The
+    signal is raised again instead, to stop the command where ``perfkit.cli.main`` reports it in one line."""
+
+    def unraisable(args: sys.UnraisableHookArgs) -> None:
+        if isinstance(args.exc_value, KeyboardInterrupt) and _is_main_thread() and (
+                signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _stopped_while_starting)):
+            signal.raise_signal(signal.SIGINT)
+            return
+        hook(args)
+
+    return unraisable
 
 
 def _is_command() -> bool:

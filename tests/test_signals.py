@@ -75,6 +75,12 @@ def _seconds(command: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT as a terminal's command gets it: a suite started in the background (``cmd &``, nohup) passes its
+    children SIGINT ignored, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_perfkit_starts_ends_it_in_one_line_with_status_130() -> None:
     script = Path(sys.executable).with_name("perfkit")
     if not script.exists():
@@ -89,7 +95,8 @@ def test_ctrl_c_while_perfkit_starts_ends_it_in_one_line_with_status_130() -> No
         tries += 1
         assert tries <= 20, f"only {stopped} of 20 signals came before perfkit info ended"
         started = time.monotonic()
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=_as_from_a_terminal)
         delay = rng.uniform(python, whole)
         time.sleep(delay)
         for _ in range(rng.randint(1, 3)):  # a second Ctrl-C while the first is handled
@@ -164,3 +171,26 @@ def test_a_pool_started_in_ignored_by_children_leaves_no_blocked_or_ignored_sign
     assert state == {what: ("False", "False") for what in (
         "thread started in the block", "its child, started later", "thread started later", "main thread",
         "child started later")}, state
+
+
+def test_a_ctrl_c_python_could_only_print_stops_the_command_instead():
+    """A KeyboardInterrupt raised in a callback (an import lock's clean-up while a command imports a reader) is
+    "ignored" with a traceback by Python; the command's hook raises SIGINT again, to stop where it is reported."""
+    from types import SimpleNamespace
+
+    seen = []
+    hook = signals._interrupt_where_it_can_stop(seen.append)
+    other = SimpleNamespace(exc_value=ValueError("not ours"))
+    hook(other)
+    assert seen == [other]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            hook(SimpleNamespace(exc_value=KeyboardInterrupt()))
+            time.sleep(1.0)  # the handler runs at the interpreter's next check
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a command that stops ignores further signals: printed
+        swallowed = SimpleNamespace(exc_value=KeyboardInterrupt())
+        hook(swallowed)
+        assert seen == [other, swallowed]
+    finally:
+        signal.signal(signal.SIGINT, previous)
