@@ -50,7 +50,7 @@ class RankState(param.Parameterized):
     selected = param.List(default=None, allow_None=True, item_type=int)
     #: How the selection was made (box in the per-rank plot, node, slow ranks, outliers).
     selection_label = param.String(default="")
-    #: First and last rank of each run (:func:`rank_bounds`), where the rank range resets on a run change.
+    #: First and last rank that exist in each run (``summary.bounds()``), where the rank range resets on a run change.
     bounds = param.Dict(default={}, constant=True)
     #: Which ranks each run has and the stack order of the groups (:func:`perfkit.widgets.study_summary.summarise`).
     summary = param.ClassSelector(class_=StudySummary, default=None, allow_None=True, constant=True)
@@ -68,11 +68,6 @@ def rank_state(ds: xr.Dataset, run: str | None = None) -> RankState:
     summary = summarise(ds)
     bounds = summary.bounds()
     return RankState(run=label, ranks=bounds[label], bounds=bounds, summary=summary)
-
-
-def rank_bounds(ds: xr.Dataset) -> dict[str, tuple[int, int]]:
-    """First and last rank that exist (have any value) in each run."""
-    return summarise(ds).bounds()
 
 
 def rank_controls(ds: xr.Dataset, state: RankState) -> list[Any]:

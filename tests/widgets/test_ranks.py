@@ -15,7 +15,7 @@ import perfkit
 from perfkit.plots.palette import label
 from perfkit.plots.profile import band_order
 from perfkit.plots.rank_figure import MAX_MARKERS
-from perfkit.widgets.ranks import rank_bands, rank_bounds, rank_explorer
+from perfkit.widgets.ranks import rank_bands, rank_explorer, rank_state
 from tests.helpers import ROOT
 from tests.widgets.sliders import drag
 
@@ -40,7 +40,7 @@ def drawn(root) -> tuple[float, float, float]:
 
 
 def test_rank_bounds_per_run(series):
-    assert rank_bounds(series) == {"48/slt": (0, 47), "384/slt": (0, 383)}
+    assert rank_state(series).bounds == {"48/slt": (0, 47), "384/slt": (0, 383)}
 
 
 def test_rank_bands_stack_to_the_rank_totals(series):
