@@ -293,13 +293,16 @@ def converted(tmp_path_factory, big_files):
 
 
 def test_convert_on_a_cluster_does_not_grow_with_the_runs(converted, four_runs, big_files, tmp_path):
-    """Five times the runs, far less than five times the memory: converting 20 runs peaks below 1.5 times the peak
-    of converting 4 of them on the same cluster (measured 193 against 158 MiB; holding 4 runs in memory: 148 MiB)."""
+    """Five times the runs, not five times the memory: converting 20 runs peaks above converting 4 of them on the
+    same cluster by less than holding 4 runs costs (holding the 16 more would cost 4 times that). Measured here,
+    three pairs: 4 runs 163-197 MiB, 20 runs 216-240 MiB (each worker 95-128 MiB: one run parsed at a time; the
+    client 15-45), holding 4 runs 214 MiB. A ratio of the peaks (20 against 4 runs below 1.5) failed once in CI
+    (238 against 155 MiB): the 4-run peak alone varies by 20% with how the two workers' reads overlap."""
     store, peak = converted
     _, files = big_files
     few = _convert_on_a_cluster(files[:4], tmp_path / "four.zarr")
     print(f"tree peak increase converting 4 runs: {few / 2**20:.0f} MiB; 4 runs held: {four_runs / 2**20:.0f} MiB")
-    assert peak < 1.5 * few
+    assert peak - few < four_runs
     bases, _ = big_files
     lazy = perfkit.load(store, chunks={"rank": 16384})
     assert lazy["profile"].chunks is not None and lazy.sizes["run"] == N_RUNS
