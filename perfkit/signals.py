@@ -21,19 +21,24 @@ from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _held: list[str] | None = None  # inside ``deferred()``: the signals received, raised at its end
+#: Inside ``stopping()``, once its interrupt was raised: raises it again (for a stop Python swallowed).
+_again: Callable[[], None] | None = None
 
 
 @contextmanager
 def stopping() -> Iterator[None]:
     """Turn SIGINT, SIGTERM and SIGHUP into ``KeyboardInterrupt(name)`` inside the block (main thread only)."""
+    global _again
     previous = {}
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
+        global _again
         for sig in previous:  # the first signal stops; the clean-up that follows is not interrupted again
             signal.signal(sig, signal.SIG_IGN)
         if _held is not None:
             _held.append(signal.Signals(signum).name)
             return
+        _again = lambda: (signal.signal(signum, interrupt), signal.raise_signal(signum))  # noqa: E731
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     try:
@@ -44,6 +49,7 @@ def stopping() -> Iterator[None]:
     try:
         yield
     finally:
+        _again = None
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -103,13 +109,17 @@ def _interrupt_where_it_can_stop(
         hook: Callable[[sys.UnraisableHookArgs], object]) -> Callable[[sys.UnraisableHookArgs], None]:
     """``hook`` but for a Ctrl-C that came while Python ran a callback it cannot raise from (an import lock's
     clean-up, a ``__del__``): Python would print "Exception ignored ... KeyboardInterrupt" and go on. The
-    signal is raised again instead, to stop the command where ``perfkit.cli.main`` reports it in one line."""
+    signal is raised again instead, to stop the command where ``perfkit.cli.main`` reports it in one line;
+    inside ``stopping()`` (whose handler ignores the signals that follow) its interrupt is raised again."""
 
     def unraisable(args: sys.UnraisableHookArgs) -> None:
-        if isinstance(args.exc_value, KeyboardInterrupt) and _is_main_thread() and (
-                signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _stopped_while_starting)):
-            signal.raise_signal(signal.SIGINT)
-            return
+        if isinstance(args.exc_value, KeyboardInterrupt) and _is_main_thread():
+            if _again is not None:
+                _again()
+                return
+            if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _stopped_while_starting):
+                signal.raise_signal(signal.SIGINT)
+                return
         hook(args)
 
     return unraisable

@@ -194,3 +194,33 @@ def test_a_ctrl_c_python_could_only_print_stops_the_command_instead():
         assert seen == [other, swallowed]
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_stop_python_swallowed_inside_stopping_is_raised_again(capsys):
+    """Inside ``stopping()`` the first signal's handler ignores those that follow: a KeyboardInterrupt Python then
+    swallowed in a callback (printed as "Exception ignored") would leave the command running, deaf to Ctrl-C. The
+    command's hook raises the same stop again, which ends the body as a first one would."""
+    from types import SimpleNamespace
+
+    seen = []
+    hook = signals._interrupt_where_it_can_stop(seen.append)
+    cleaned = []
+
+    def body() -> int:
+        try:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                signal.pause()
+            except KeyboardInterrupt as swallowed:  # as Python does in an import lock's clean-up
+                assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+                hook(SimpleNamespace(exc_value=swallowed))
+            for _ in range(100):
+                time.sleep(0.01)  # the handler runs at the interpreter's next check
+            return 0
+        finally:
+            cleaned.append(True)
+
+    assert signals.run("convert", body, lambda: "out.zarr left as it was") == 143
+    assert cleaned == [True] and seen == []
+    assert capsys.readouterr().err == "perfkit convert: stopped by SIGTERM; out.zarr left as it was\n"
+    assert signals._again is None  # outside the block, a swallowed stop is the other rule's
