@@ -44,10 +44,74 @@ def bin_step(rows: int, max_points: int = MAX_POINTS) -> int:
 def bin_means(values: np.ndarray, step: int) -> np.ndarray:
     """Mean of each bin of ``step`` consecutive rows of ``values`` (rows x columns), NaN skipped (NaN where a
     bin's column has no value); the last bin holds the rows left."""
-    starts = np.arange(0, values.shape[0], step)
+    sums, counts = bin_sums(values, step)
+    return means_of(sums, counts)
+
+
+def bin_sums(values: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum (NaN skipped) and number of values of each bin of ``step`` consecutive rows of ``values`` (rows x
+    columns); the last bin holds the rows left."""
     present = ~np.isnan(values)
-    sums = np.add.reduceat(np.where(present, values, 0.0), starts, axis=0) if starts.size else values[:0]
-    counts = np.add.reduceat(present, starts, axis=0) if starts.size else values[:0]
+    return bin_add(np.where(present, values, 0.0), step), bin_add(present, step, np.int64)
+
+
+def bin_add(values: np.ndarray, step: int, dtype: type | None = None) -> np.ndarray:
+    """Sum of each bin of ``step`` consecutive rows of ``values`` (the last bin holds the rows left), as ``dtype``.
+
+    The rows are added in order within a bin (as ``np.add.reduceat``, which took 7 ms for 100,000 rows x 13
+    columns against 1 ms for this sum over the middle axis of the rows cut into bins)."""
+    full = values.shape[0] // step * step
+    head = values[:full].reshape(full // step, step, *values.shape[1:]).sum(axis=1, dtype=dtype)
+    if full == values.shape[0]:
+        return head
+    return np.concatenate([head, values[full:].sum(axis=0, dtype=dtype, keepdims=True)])
+
+
+def bin_groups(values: np.ndarray, labels: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per bin of ``step`` consecutive rows of ``values`` (rows x columns, ``labels`` the group of each column)
+    and per group (sorted, as :func:`numpy.unique`): the sum of its columns' values (NaN skipped) and the number
+    of rows where one of its columns has a value. ``sums / counts`` is :func:`bin_means` of the per-row group
+    sums (:func:`perfkit.analysis.cube.group_sum`)."""
+    groups, members = group_members(labels)
+    sums, _ = bin_sums(values, step)
+    return groups, group_columns(sums, members), bin_presence(~np.isnan(values), members, step)
+
+
+def group_members(labels: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Sorted distinct ``labels`` and the columns (indices into ``labels``) of each."""
+    groups, inverse = np.unique(np.asarray(labels), return_inverse=True)
+    return groups, [np.flatnonzero(inverse.reshape(-1) == g) for g in range(groups.size)]
+
+
+def group_columns(sums: np.ndarray, members: list[np.ndarray]) -> np.ndarray:
+    """Sum of each group's columns of ``sums`` (rows x columns), added in column order."""
+    out = np.zeros((sums.shape[0], len(members)))
+    for g, columns in enumerate(members):
+        for column in columns:
+            out[:, g] += sums[:, column]
+    return out
+
+
+def bin_presence(present: np.ndarray, members: list[np.ndarray], step: int) -> np.ndarray:
+    """Per bin of ``step`` rows of ``present`` (rows x columns [x more]) and per group: the number of rows where
+    one of the group's columns is present, (bin, group [, more])."""
+    if not members:
+        return np.zeros((-(-present.shape[0] // step), 0, *present.shape[2:]), dtype=np.int64)
+    has = np.stack([present[:, columns].any(axis=1) for columns in members], axis=1)
+    return bin_add(has, step, np.int64)
+
+
+def row_totals(zeroed: np.ndarray) -> np.ndarray:
+    """Sum over the second axis of ``zeroed`` (rows x columns [x more], no NaN), the columns added in order: the
+    same numbers whichever columns of zeros are left out or the axes after it."""
+    out = np.zeros((zeroed.shape[0], *zeroed.shape[2:]))
+    for column in range(zeroed.shape[1]):
+        out += zeroed[:, column]
+    return out
+
+
+def means_of(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``sums / counts``, NaN where ``counts`` is 0."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 

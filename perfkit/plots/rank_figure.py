@@ -164,15 +164,18 @@ class RankFigure:
         elif self.figure.yaxis[0].axis_label != ylabel:
             self.figure.yaxis.axis_label = ylabel
 
-    def show_totals(self, ranks: np.ndarray, totals: np.ndarray, top: float) -> None:
-        """Markers of ``totals`` per rank (:func:`envelope` of them), and ranges over ``ranks`` and 0 .. ``top``
-        (the highest point of bands and totals)."""
+    def show_totals(self, ranks: np.ndarray, totals: np.ndarray, top: float,
+                    span: tuple[float, float] | None = None) -> None:
+        """Markers of ``totals`` per rank (:func:`envelope` of them), and ranges over ``span`` (smallest and largest
+        rank in view; default those of ``ranks``) and 0 .. ``top`` (the highest point of bands and totals)."""
         if len(self.totals.selected.indices):
             self.totals.selected.indices = []
         if self.total_hover is not None:
             keep = envelope(totals)
             self.totals.data = {"rank": ranks[keep], "total": totals[keep]}
-        lo, hi = (float(ranks.min()), float(ranks.max())) if ranks.size else (0.0, 1.0)
+        if span is None:
+            span = (float(ranks.min()), float(ranks.max())) if ranks.size else (0.0, 1.0)
+        lo, hi = span
         pad = max(0.5, 0.01 * (hi - lo))
         self.figure.x_range.update(start=lo - pad, end=hi + pad, reset_start=lo - pad, reset_end=hi + pad)
         high = 1.05 * top if top > 0 else 1.0

@@ -22,7 +22,7 @@ from panel.io import hold, push_notebook
 
 from perfkit.plots.axes import unit_formatter, unit_ticker
 from perfkit.plots.palette import label, labelled_colours
-from perfkit.plots.profile import band_order, bin_means, bin_step, rank_table
+from perfkit.plots.profile import band_order, bin_groups, bin_means, bin_step, means_of, rank_table, row_totals
 from perfkit.plots.rank_figure import RankFigure, ranks_inside
 from perfkit.widgets.run_block import RunBlock
 from perfkit.widgets.study_summary import StudySummary, summarise
@@ -119,9 +119,41 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
     pane = pn.pane.Bokeh(view.figure, sizing_mode="stretch_width")
     block = RunBlock(ds)
     summary = state.summary if state.summary is not None else summarise(ds)
+    bounds = summary.bounds()
+    position = {str(name): i for i, name in enumerate(block.labels["function"])}
     orders: dict[tuple[str, str], list[str]] = {}
     tints: dict[str, dict[str, str]] = {}
-    shown: dict[str, Any] = {"key": None, "ranks": np.empty(0, dtype=np.int64), "totals": np.empty(0)}
+    #: The view shown, and its ranks and their totals (None until needed when drawn from the summary).
+    shown: dict[str, Any] = {"key": None, "exact": None}
+
+    def exact() -> tuple[np.ndarray, np.ndarray]:
+        """The ranks shown and each one's total, exact (from the run's values, read if not yet there)."""
+        if shown["exact"] is None:
+            run, metric, _, ranks = shown["key"]
+            x, _, values = block.arrays(run, metric=metric, ranks=ranks)
+            shown["exact"] = (x, rank_sums(values))
+        return shown["exact"]
+
+    def bands(run: str, metric: str, by: str, ranks: tuple[int, int]) -> dict[str, Any]:
+        """What the view draws: bins' first ranks, groups, means, step, span, markers (ranks, totals), top total;
+        over all of a run's ranks from the summary (the run is then read in the background), else from the run."""
+        if ranks == bounds.get(run) and (run, metric) in summary.views:
+            whole, groups, means = summary.view(run, metric, by)
+            block.prefetch(run, metric)
+            return {"first": whole.first, "groups": groups, "means": means, "step": whole.step, "last": whole.last,
+                    "span": whole.span, "marks": (whole.marks, whole.marked), "top": whole.top, "exact": None}
+        x, functions, values = block.arrays(run, metric=metric, ranks=ranks)
+        step = bin_step(len(x))
+        if by == "function":
+            groups, means = functions, bin_means(values, step) if step > 1 else values
+        else:
+            groups, sums, counts = bin_groups(values, block.labels[by][[position[str(f)] for f in functions]], step)
+            means = means_of(sums, counts)
+        totals = rank_sums(values)
+        span = (float(x.min()), float(x.max())) if x.size else (0.0, 1.0)
+        return {"first": x[::step], "groups": groups, "means": means, "step": step, "last": int(x[-1]) if x.size else 0,
+                "span": span, "marks": (x, totals), "top": float(totals.max()) if totals.size else 0.0,
+                "exact": (x, totals)}
 
     def redraw(run: str, metric: str, by: str, ranks: tuple[int, int]) -> None:
         """Bands, markers of the totals and ranges of that view."""
@@ -129,21 +161,19 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
             orders[by, metric] = summary.order(by, metric)
         if by not in tints:
             tints[by] = labelled_colours(ds[by].values)
-        x, groups, values = block.arrays(run, by=by, metric=metric, ranks=ranks)
-        where = {str(name): i for i, name in enumerate(groups)}
+        got = bands(run, metric, by, ranks)
+        where = {str(name): i for i, name in enumerate(got["groups"])}
         order = [name for name in orders[by, metric] if name in where]
-        step = bin_step(len(x))
-        means = bin_means(values, step) if step > 1 else values
-        table = pd.DataFrame(means[:, [where[name] for name in order]], index=pd.Index(x[::step], name="rank"),
-                             columns=[label(name) for name in order])
-        totals = np.where(np.isnan(values), 0.0, values).sum(axis=1)
+        step = got["step"]
+        table = pd.DataFrame(got["means"][:, [where[name] for name in order]],
+                             index=pd.Index(got["first"], name="rank"), columns=[label(name) for name in order])
         unit = str(ds["units"].sel(metric=metric).item())
         binned = f" (bins of {step} ranks)" if step > 1 else ""
-        view.show_bands(table, step=step, last=int(x[-1]) if x.size else 0, colours=tints[by], unit=unit,
+        view.show_bands(table, step=step, last=got["last"], colours=tints[by], unit=unit,
                         title=f"{run}: {metric} per rank by {by}{binned}", ylabel=axis_label(metric, unit))
         top = float(np.nansum(table.to_numpy(), axis=1).max()) if len(table) else 0.0
-        view.show_totals(x, totals, max(top, float(totals.max()) if totals.size and on_select else 0.0))
-        shown.update(key=(run, metric, by, ranks), ranks=x, totals=totals)
+        view.show_totals(*got["marks"], max(top, got["top"] if on_select else 0.0), span=got["span"])
+        shown.update(key=(run, metric, by, ranks), exact=got["exact"])
 
     def draw(*_: Any) -> None:
         key = (state.run, state.metric, state.by, tuple(state.ranks))
@@ -151,15 +181,19 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
             if shown["key"] != key:
                 redraw(*key)
             if on_select is not None:
-                keep = np.isin(shown["ranks"], state.selected if state.selected is not None else [])
-                view.show_selected(shown["ranks"][keep], shown["totals"][keep])
+                if state.selected is None:
+                    view.show_selected(np.empty(0, dtype=np.int64), np.empty(0))
+                else:
+                    ranks, totals = exact()
+                    keep = np.isin(ranks, state.selected)
+                    view.show_selected(ranks[keep], totals[keep])
 
     def on_geometry(attr: str, old: Any, new: dict[str, Any]) -> None:
         if len(new["x"]) == 0 or on_select is None:
             return
         with batched(pane):
             view.geometry.data = {"x": [], "y": []}  # the same box drawn again is a change again
-            picked = ranks_inside(shown["ranks"], shown["totals"], new["x"], new["y"])
+            picked = ranks_inside(*exact(), new["x"], new["y"])
             if picked.size:
                 on_select(picked)
 
@@ -193,6 +227,11 @@ def batched(pane: pn.pane.Bokeh) -> Iterator[None]:
         finally:
             if not held:
                 doc.unhold()
+
+
+def rank_sums(values: np.ndarray) -> np.ndarray:
+    """Each row's sum of ``values`` (rank x group), NaN as 0."""
+    return row_totals(np.where(np.isnan(values), 0.0, values))
 
 
 def axis_label(metric: str, unit: str) -> str:

@@ -4,7 +4,8 @@
 per group, over a rank range) from one run's (rank, function, metric) values held in memory: a change of rank
 range, grouping or metric is computed from memory, only a change of run reads the cube (of a lazily opened
 store, that run's chunks alone). The last :data:`KEEP` runs shown are kept (100,000 ranks x 13 functions x 6
-metrics: 62 MB a run).
+metrics: 62 MB a run). :meth:`RunBlock.prefetch` reads a run in a background thread; a reader meanwhile waits
+for it instead of reading the run again.
 
 A cube opened lazily from a zarr store as it is there (``perfkit.load(store, chunks=...)``, not a part of it
 nor computed from it) is read from the store's array directly, a run at a time: through dask a run of 100,000
@@ -13,6 +14,7 @@ ranks (25 chunks) took 210-340 ms, from the zarr array 60-130 ms.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -40,9 +42,20 @@ class RunBlock:
         self.positions = {str(r): i for i, r in enumerate(ds["run"].values)}
         self._runs: OrderedDict[str, np.ndarray] = OrderedDict()
         self._metrics: dict[tuple[str, str], np.ndarray] = {}
+        self._lock = threading.RLock()
+
+    def prefetch(self, run: str, metric: str) -> threading.Thread:
+        """Start reading ``run``'s values of ``metric`` (:meth:`metric_values`) in a background thread."""
+        thread = threading.Thread(target=self.metric_values, args=(run, metric), daemon=True)
+        thread.start()
+        return thread
 
     def values(self, run: str) -> np.ndarray:
         """``run``'s profile as (rank, function, metric), read on first use."""
+        with self._lock:
+            return self._values(run)
+
+    def _values(self, run: str) -> np.ndarray:
         if run in self._runs:
             self._runs.move_to_end(run)
             return self._runs[run]
@@ -58,10 +71,12 @@ class RunBlock:
     def metric_values(self, run: str, metric: str) -> np.ndarray:
         """``run``'s values of ``metric`` as a contiguous (rank, function) array, made once per run and metric."""
         key = (run, metric)
-        if key not in self._metrics:
-            self._metrics = {k: v for k, v in self._metrics.items() if k[0] in self._runs}
-            self._metrics[key] = np.ascontiguousarray(self.values(run)[..., self.metrics[metric]])
-        return self._metrics[key]
+        with self._lock:
+            if key not in self._metrics:
+                values = self._values(run)
+                self._metrics = {k: v for k, v in self._metrics.items() if k[0] in self._runs}
+                self._metrics[key] = np.ascontiguousarray(values[..., self.metrics[metric]])
+            return self._metrics[key]
 
     def arrays(self, run: str, *, by: str = "function", metric: str = "time",
                ranks: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

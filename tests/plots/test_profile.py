@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import perfkit
+from perfkit.analysis.cube import group_sum
 from perfkit.model import combine_runs, make_run
 from perfkit.plots.palette import label
-from perfkit.plots.profile import band_order, bin_means, bin_step, stacked_ranks
+from perfkit.plots.profile import band_order, bin_groups, bin_means, bin_step, means_of, stacked_ranks
 from perfkit.widgets.ranks import rank_bands
 from tests.helpers import ROOT
 
@@ -64,6 +65,22 @@ def test_bin_means_equal_pandas_groupby_mean(rows, columns, step, seed, holes):
     values[rng.random(values.shape) < holes] = np.nan
     expected = pd.DataFrame(values).groupby(np.arange(rows) // step).mean().to_numpy()
     np.testing.assert_allclose(bin_means(values, step), expected.reshape(-1, columns), rtol=1e-12, atol=1e-15)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 60), st.lists(st.sampled_from("abc"), min_size=1, max_size=6), st.integers(1, 9),
+       st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.4, 1.0]))
+def test_bin_groups_are_the_bin_means_of_the_group_sums(rows, labels, step, seed, holes):
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=(rows, len(labels)))
+    values[rng.random(values.shape) < holes] = np.nan
+    groups, sums, counts = bin_groups(values, np.array(labels), step)
+    expected_groups, per_row = group_sum(values, np.array(labels))
+    assert groups.tolist() == expected_groups.tolist() == sorted(set(labels))
+    expected = pd.DataFrame(per_row).groupby(np.arange(rows) // step).mean().to_numpy().reshape(-1, groups.size)
+    np.testing.assert_allclose(means_of(sums, counts), expected, rtol=1e-12, atol=1e-15)
+    assert counts.tolist() == pd.DataFrame(per_row).notna().groupby(np.arange(rows) // step).sum().to_numpy(
+        ).reshape(-1, groups.size).tolist()
 
 
 def test_bin_step_keeps_at_most_max_points():

@@ -7,6 +7,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 import panel as pn
+import param
 import pytest
 import xarray as xr
 from bokeh.models import ColumnDataSource, HoverTool
@@ -165,3 +166,50 @@ def test_changes_reach_the_documents_listeners_outside_a_server(series):
     doc.on_change(lambda event: seen.append((getattr(event, "model", None), getattr(event, "attr", None))))
     widget(layout, pn.widgets.Select, "run").value = "384/slt"
     assert (bands, "data") in seen and drawn(root)[:2] == (0, 383)
+
+
+def test_a_view_over_all_ranks_drawn_from_the_summary_equals_the_one_drawn_from_the_run(monkeypatch):
+    """Over all of a run's ranks the view is drawn from the study summary, without reading the run: the same
+    bands, markers, ranges and title as drawn from the run's values (a summary without views)."""
+    import dataclasses
+
+    from perfkit.widgets.run_block import RunBlock
+    from perfkit.widgets.selection import selection_pane
+
+    ds = perfkit.open_runs([ROOT / "data" / "synthetic" / "2048" / f"{mode}.mpinside" for mode in ("slt", "basic")])
+    from_summary = rank_state(ds)
+    from_run = rank_state(ds)
+    with param.edit_constant(from_run):
+        from_run.summary = dataclasses.replace(from_run.summary, views={})
+    reads: list[tuple[str, str]] = []
+    arrays = RunBlock.arrays
+
+    def counted(self, run, **kwargs):
+        reads.append((run, kwargs.get("metric")))
+        return arrays(self, run, **kwargs)
+
+    monkeypatch.setattr(RunBlock, "arrays", counted)
+    panes = [selection_pane(ds, state) for state in (from_summary, from_run)]
+    for run, metric, by in [("basic", "time", "function"), ("basic", "calls", "kind"), ("slt", "bytes_sent", "call"),
+                            ("slt", "time", "kind")]:
+        reads.clear()
+        for state in (from_summary, from_run):
+            state.param.update(run=run, ranks=state.bounds[run], metric=metric, by=by)
+        assert reads == [(run, metric)], "only the view without a summary read the run"
+        sources = [[r.data_source.data for r in pane.object.renderers] for pane in panes]  # bands, totals, selected
+        for got, expected in zip(*sources, strict=True):
+            assert got.keys() == expected.keys()
+            for key in got:
+                assert len(got[key]) == len(expected[key])
+                if key == "group":
+                    assert list(got[key]) == list(expected[key])
+                    continue
+                for a, b in zip(got[key], expected[key]):
+                    np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=1e-12)
+        figures = [pane.object for pane in panes]
+        assert figures[0].title.text == figures[1].title.text
+        assert "(bins of 2 ranks)" in figures[0].title.text or metric == "calls"  # 2,048 ranks (calls: fewer)
+        for axis in ("x_range", "y_range"):
+            ranges = [getattr(f, axis) for f in figures]
+            assert ranges[0].start == ranges[1].start
+            assert ranges[0].end == pytest.approx(ranges[1].end, rel=1e-12)

@@ -74,3 +74,22 @@ def test_a_store_as_opened_is_read_from_its_array(tmp_path):
     assert RunBlock(lazy.sel(run=["r2", "r0"])).stored is None  # a part of it: read through xarray
     assert RunBlock(lazy * 2).stored is None
     assert RunBlock(ds).stored is None
+
+
+def test_a_run_read_in_the_background_is_not_read_again(monkeypatch):
+    ds = perfkit.combine_runs([make_run(np.arange(24.0).reshape(4, 1, 6) + i, ranks=range(4), functions=["Compute"],
+                                        run={"label": label}) for i, label in enumerate("ab")])
+    block = RunBlock(ds)
+    expected = ds["profile"].sel(run="b", metric="calls").values
+    reads = []
+    select = xr.DataArray.sel
+
+    def counted(self, *args, **kwargs):
+        reads.append(kwargs.get("run"))
+        return select(self, *args, **kwargs)
+
+    monkeypatch.setattr(xr.DataArray, "sel", counted)
+    block.prefetch("b", "calls").join()
+    values = block.metric_values("b", "calls")
+    np.testing.assert_array_equal(values, expected)
+    assert reads == ["b"] and block.metric_values("b", "calls") is values
