@@ -84,6 +84,9 @@ HELD_SMALL_RUNS = 2**27
 #: On a pool or a cluster, files of at most this many bytes in all are read by one task (a task costs a round
 #: trip between processes: 300 mpiP reports of a few kB, one a task, spent more time in them than in reading).
 TASK_BYTES = 2**22
+#: Bytes of memory a worker needs per byte of a file it parses (a 16,384-rank MPInside file of 4 MB: 9 MB in memory,
+#: about 3 times that while parsed), when it decides how many files to read at a time.
+PARSE_BYTES = 8
 #: Without a client and ``workers``, a local process pool is started for more files than this (fewer are read in
 #: this process's threads: a pool's readers, forked or not, pay a first read's imports and caches each).
 LOCAL_POOL_FROM = 20
@@ -208,11 +211,18 @@ class Written:
 
     part: str
     shell: xr.Dataset
+    #: Variables ``convert_chunks.write_group`` wrote: name -> (dims, shape, chunk shape, attributes); ``None``
+    #: when the group was written by xarray.
+    arrays: dict[str, tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...], dict[str, Any]]] | None = None
 
     def opened(self) -> xr.Dataset:
         """The run, its data variables read lazily from the group."""
-        lazy = xr.open_zarr(self.part, consolidated=True, chunks={})
-        lazy = sparse_traffic.decode(lazy.assign_coords(self.shell.coords).assign_attrs(self.shell.attrs))
+        if self.arrays is not None:  # known: no metadata read
+            lazy = self.shell.assign({name: (dims, convert_chunks.lazy_array(Path(self.part) / name, shape, chunk),
+                                             attrs) for name, (dims, shape, chunk, attrs) in self.arrays.items()})
+        else:
+            lazy = xr.open_zarr(self.part, consolidated=True, chunks={})
+            lazy = sparse_traffic.decode(lazy.assign_coords(self.shell.coords).assign_attrs(self.shell.attrs))
         lazy.encoding[PART] = self.part
         return lazy
 
@@ -251,13 +261,15 @@ def write_part(ds: xr.Dataset, part: Path) -> Written:
     ds = stored(validate(ds))
     data = ds.drop_vars(list(ds.coords)).drop_attrs(deep=False)  # the coordinates stay in memory
     if convert_chunks.writable(data):
-        convert_chunks.write_group(data, part, dict.fromkeys(_RANK_DIMS, RANK_CHUNK))
-    else:
-        encoding = _encoding(data, {name: {"chunks": tuple(min(n, RANK_CHUNK) if dim in _RANK_DIMS else n
-                                                           for dim, n in var.sizes.items())}
-                                       for name, var in data.data_vars.items()})
-        with deferred():
-            data.to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
+        chunks = convert_chunks.write_group(data, part, dict.fromkeys(_RANK_DIMS, RANK_CHUNK))
+        return Written(str(part), ds.drop_vars(list(ds.data_vars)), {
+            name: (var.dims, var.shape, chunks[name], dict(var.attrs))
+            for name, var in ((str(n), v) for n, v in data.data_vars.items())})
+    encoding = _encoding(data, {name: {"chunks": tuple(min(n, RANK_CHUNK) if dim in _RANK_DIMS else n
+                                                       for dim, n in var.sizes.items())}
+                                for name, var in data.data_vars.items()})
+    with deferred():
+        data.to_zarr(part, mode="w", consolidated=True, zarr_format=2, encoding=encoding)
     return Written(str(part), ds.drop_vars(list(ds.data_vars)))
 
 
@@ -388,9 +400,12 @@ def _on_client(calls: Sequence[tuple[Any, ...]], client: Any) -> Iterator[tuple[
     """(task index, result) as the distributed ``client``'s tasks complete (small files a few to a task)."""
     from distributed import as_completed
 
-    slots = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
-    groups = _grouped(calls, max(slots, 1))
-    futures = client.map(read_parts, [[calls[k] for k in group] for group in groups], pure=False)  # one message
+    workers = client.scheduler_info().get("workers", {})
+    slots = sum(w.get("nthreads", 1) for w in workers.values())
+    threads = _threads_per_slot(client, workers, max((_size(call[0]) for call in calls), default=0))
+    groups = _grouped(calls, max(slots, 1), threads)
+    futures = client.map(read_parts, [[calls[k] for k in group] for group in groups], [threads] * len(groups),
+                         pure=False)  # one message
     index = {future.key: group for future, group in zip(futures, groups)}
     try:  # results fetched as tasks end, not one round trip after another
         for future, results in as_completed(futures, with_results=True):
@@ -423,23 +438,68 @@ def _pool_results(pending: dict[Any, list[int]]) -> Iterator[tuple[int, Any]]:
             _drop_pool()
 
 
-def read_parts(calls: Sequence[tuple[Any, ...]]) -> list[xr.Dataset | Written | Refusal]:
-    """``read_part`` of each call, in a worker process."""
-    return [read_part(*call) for call in calls]
+def read_parts(calls: Sequence[tuple[Any, ...]], threads: int = 1) -> list[xr.Dataset | Written | Refusal]:
+    """``read_part`` of each call, in a worker process; with ``threads`` > 1, that many files at a time in threads
+    of the worker (parsing and compression release the GIL), what they left freed at the end."""
+    if threads <= 1 or len(calls) <= 1:
+        return [read_part(*call) for call in calls]
+    with _collected() as large, _heap_reused(), ThreadPoolExecutor(min(threads, len(calls))) as pool:
+        results = list(pool.map(lambda call: _read(*call), calls))
+        large.append(True)
+    return results
 
 
-def _grouped(calls: Sequence[tuple[Any, ...]], slots: int) -> list[list[int]]:
+def _threads_per_slot(client: Any, workers: dict[str, dict[str, Any]], largest: int) -> int:
+    """Files a task of the distributed ``client`` reads at a time: the cores its workers' hosts have per worker
+    thread (a cluster of fewer single-threaded workers than cores leaves the others idle otherwise), at least 1,
+    at most what each worker's memory limit holds of ``largest``-byte files being parsed (``PARSE_BYTES`` a
+    byte)."""
+    if not workers:
+        return 1
+    key = (id(client), frozenset(workers))
+    if not _CORES or _CORES[0][0] != key:  # asked once for a set of workers (a round trip)
+        _CORES[:] = [(key, _worker_cores(client))]
+    cores = _CORES[0][1]
+    by_host: dict[str, list[str]] = {}
+    for address, info in workers.items():
+        by_host.setdefault(info.get("host", address), []).append(address)
+    spare = min(max(cores.get(a, 1) for a in addresses) // sum(workers[a].get("nthreads", 1) for a in addresses)
+                for addresses in by_host.values())
+    memory = min((info["memory_limit"] for info in workers.values() if info.get("memory_limit")), default=0)
+    if memory and largest:
+        spare = min(spare, memory // (PARSE_BYTES * largest))
+    return max(1, spare)
+
+
+def _worker_cores(client: Any) -> dict[str, int]:
+    """Cores each worker of ``client`` may run on (its affinity: what a batch job was given), by address."""
+    if hasattr(os, "sched_getaffinity"):
+        return {address: len(cores) for address, cores in client.run(os.sched_getaffinity, 0).items()}
+    return client.run(os.cpu_count)
+
+
+#: The cores of the last distributed client's workers: [((id of the client, worker addresses), address -> cores)].
+_CORES: list[tuple[tuple[int, frozenset[str]], dict[str, int]]] = []
+
+
+def _size(path: Path) -> int:
+    """Bytes of ``path``, 0 if it cannot be read (its task refuses it or raises)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _grouped(calls: Sequence[tuple[Any, ...]], slots: int, threads: int = 1) -> list[list[int]]:
     """Positions of ``calls`` by task: consecutive files of at most ``TASK_BYTES`` in all, at most a quarter of
-    an even share of ``slots`` workers (so that their loads stay balanced); a larger file alone."""
-    most = max(1, -(-len(calls) // (4 * slots)))
+    an even share of ``slots`` workers (so that their loads stay balanced); a larger file alone. A task read in
+    ``threads`` threads takes ``threads`` times as many (at least ``threads`` files)."""
+    most = max(threads, -(-len(calls) // (4 * slots)))
     groups: list[list[int]] = []
     size = 0
     for k, call in enumerate(calls):
-        try:
-            bytes_ = os.stat(call[0]).st_size
-        except OSError:  # read (and refused or raised) by its task
-            bytes_ = 0
-        if not groups or size + bytes_ > TASK_BYTES or len(groups[-1]) >= most:
+        bytes_ = _size(call[0])
+        if not groups or size + bytes_ > TASK_BYTES * threads or len(groups[-1]) >= most:
             groups.append([])
             size = 0
         groups[-1].append(k)

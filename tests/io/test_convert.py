@@ -84,7 +84,7 @@ def test_refused_files_are_recorded_and_a_failed_append_leaves_the_store_valid(t
     bad = tmp_path / "bad.mpinside"
     bad.write_text("not a profile\n")
     store = tmp_path / "study.zarr"
-    with pytest.warns(perfkit.PerfkitWarning, match="bad.mpinside"):
+    with pytest.warns(perfkit.PerfkitWarning, match=r"bad\.mpinside"):
         perfkit.convert([*series[:2], bad], store, workers=1, errors="warn")
     ref = perfkit.open_runs([*series[:2], bad], errors="skip")
     back = perfkit.load(store)
@@ -485,10 +485,11 @@ def test_reads_reuse_the_heap_in_a_worker_that_trims_it():
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sizes=st.lists(st.integers(0, 3 * 2**20), min_size=1, max_size=60), slots=st.integers(1, 8))
-def test_small_files_are_read_a_few_to_a_task(tmp_path_factory, sizes, slots):
-    """Tasks take consecutive files in order, at most TASK_BYTES of them unless one file alone, and at most a
-    quarter of a worker's even share."""
+@given(sizes=st.lists(st.integers(0, 3 * 2**20), min_size=1, max_size=60), slots=st.integers(1, 8),
+       threads=st.integers(1, 3))
+def test_small_files_are_read_a_few_to_a_task(tmp_path_factory, sizes, slots, threads):
+    """Tasks take consecutive files in order, at most TASK_BYTES of them a thread unless one file alone, and at most
+    a quarter of a worker's even share (or one file a thread)."""
     from perfkit.io import convert
 
     folder = tmp_path_factory.mktemp("files")
@@ -498,10 +499,79 @@ def test_small_files_are_read_a_few_to_a_task(tmp_path_factory, sizes, slots):
         with path.open("wb") as handle:
             handle.truncate(size)
         calls.append((path,))
-    groups = convert._grouped(calls, slots)
+    groups = convert._grouped(calls, slots, threads)
     assert [k for group in groups for k in group] == list(range(len(sizes)))
-    most = -(-len(sizes) // (4 * slots))
+    most = max(threads, -(-len(sizes) // (4 * slots)))
+    budget = convert.TASK_BYTES * threads
     for group in groups:
-        assert len(group) == 1 or (sum(sizes[k] for k in group) <= convert.TASK_BYTES and len(group) <= most)
+        assert len(group) == 1 or (sum(sizes[k] for k in group) <= budget and len(group) <= most)
     for before, after in itertools.pairwise(groups):  # a task is closed only when the next file would not fit
-        assert len(before) == most or sum(sizes[k] for k in [*before, after[0]]) > convert.TASK_BYTES
+        assert len(before) == most or sum(sizes[k] for k in [*before, after[0]]) > budget
+
+
+class FakeClient:
+    """What ``_threads_per_slot`` asks of a distributed client: each worker's cores (``client.run``)."""
+
+    def __init__(self, cores):
+        self.cores, self.asked = cores, 0
+
+    def run(self, func, *args):
+        self.asked += 1
+        return {address: set(range(n)) if func is getattr(os, "sched_getaffinity", None) else n
+                for address, n in self.cores.items()}
+
+
+@pytest.mark.parametrize(("hosts", "memory_limit", "expected"), [
+    ({"a": [(1, 4)]}, 0, 4),  # one single-threaded worker on 4 cores: 4 files at a time
+    ({"a": [(1, 2), (1, 2)]}, 0, 1),  # as many worker threads as cores
+    ({"a": [(2, 8)], "b": [(1, 2), (1, 2)]}, 0, 1),  # the busiest host decides
+    ({"a": [(1, 8), (1, 8)]}, 0, 4),
+    ({"a": [(1, 8)]}, 2 * 8 * 10**7, 2),  # memory for 2 files of 10 MB being parsed
+    ({"a": [(3, 2)]}, 0, 1),  # more threads than cores: never fewer than 1
+])
+def test_a_task_reads_as_many_files_at_a_time_as_its_host_has_cores_per_worker_thread(hosts, memory_limit, expected,
+                                                                                      monkeypatch):
+    from perfkit.io import convert
+
+    monkeypatch.setattr(convert, "_CORES", [])
+    workers, cores = {}, {}
+    for host, members in hosts.items():
+        for k, (nthreads, n) in enumerate(members):
+            address = f"tcp://{host}:{k}"
+            workers[address] = {"host": host, "nthreads": nthreads, "memory_limit": memory_limit}
+            cores[address] = n
+    client = FakeClient(cores)
+    assert convert._threads_per_slot(client, workers, 10**7) == expected
+    assert convert._threads_per_slot(client, workers, 10**7) == expected
+    assert client.asked == 1  # once for the same workers
+
+
+def test_files_read_in_threads_of_a_task_come_back_in_order_with_refusals(tmp_path, series):
+    from perfkit.io import convert
+
+    bad = tmp_path / "bad.mpinside"
+    bad.write_text("not a profile\n")
+    files = [*series[:3], bad, *series[3:5]]
+    calls = [(path, None, {"label": path.stem}, tmp_path / f"{k}.zarr", "skip") for k, path in enumerate(files)]
+    one = convert.read_parts(calls)
+    three = convert.read_parts(calls, 3)
+    assert [type(r) for r in three] == [type(r) for r in one]
+    assert isinstance(three[3], convert.Refusal) and str(bad) in str(three[3].error)
+    for a, b in zip(one, three):
+        if isinstance(a, xr.Dataset):
+            xr.testing.assert_identical(a, b)
+    with pytest.raises(perfkit.PerfkitFormatError, match=r"bad\.mpinside"):
+        convert.read_parts([(*call[:4], "raise") for call in calls], 3)
+
+
+def test_convert_on_one_single_threaded_worker_reads_in_threads_and_equals_open_runs(tmp_path, series):
+    distributed = pytest.importorskip("distributed")
+    from perfkit.io import convert
+
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
+        threads = convert._threads_per_slot(client, client.scheduler_info()["workers"], 10**6)
+        cores = list(convert._worker_cores(client).values())
+        store = perfkit.convert(series, tmp_path / "study.zarr")
+    assert threads == cores[0]  # the worker's memory limit is the machine's
+    xr.testing.assert_identical(perfkit.load(store), perfkit.open_runs(series))

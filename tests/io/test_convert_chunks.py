@@ -174,3 +174,36 @@ def test_blank_arrays_have_the_metadata_xarray_writes_for_dask_arrays_and_no_chu
     assert sorted(p.name for p in (ours / "profile").iterdir()) == [".zarray", ".zattrs"]
     back = xr.open_zarr(ours, consolidated=True)
     assert back["profile"].isnull().all() and set(back.coords) == {"run", "rank", "label"}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.tuples(st.integers(1, 3), st.integers(1, 11), st.integers(1, 4)), chunk=st.integers(1, 5),
+       nan_share=st.sampled_from([0.0, 0.5, 1.0]), data=st.data())
+def test_lazy_array_reads_back_what_write_group_wrote(tmp_path_factory, shape, chunk, nan_share, data):
+    """Any slice of a group's array read back lazily equals the array, chunks of NaN only (not written) included."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    values = rng.random(shape)
+    values[rng.random(shape) < nan_share] = np.nan
+    part = tmp_path_factory.mktemp("part") / "g.zarr"
+    ds = xr.Dataset({"v": (("run", "rank", "metric"), values)})
+    chunks = convert_chunks.write_group(ds, part, {"rank": chunk})
+    lazy = convert_chunks.lazy_array(part / "v", shape, chunks["v"])
+    assert lazy.chunksize == chunks["v"] == (shape[0], min(chunk, shape[1]), shape[2])
+    np.testing.assert_array_equal(lazy.compute(), values)
+    np.testing.assert_array_equal(xr.open_zarr(part, chunks=None)["v"].values, values)
+    bounds = [sorted(data.draw(st.lists(st.integers(0, n), min_size=2, max_size=2))) for n in shape]
+    key = tuple(slice(a, b) for a, b in bounds)
+    np.testing.assert_array_equal(lazy[key].compute(), values[key])
+    np.testing.assert_array_equal(convert_chunks._ChunkFiles(part / "v", shape, chunks["v"])[key], values[key])
+
+
+def test_a_run_written_by_write_group_is_opened_without_reading_its_group(tmp_path, monkeypatch):
+    """Its variables come back lazily with the run's dims, attributes and values; no zarr metadata is read."""
+    run = _run("r0", np.arange(10), FUNCTIONS, 0, hosts=False)
+    run["profile"].attrs["note"] = "kept"
+    written = convert.write_part(run, tmp_path / "0.zarr")
+    assert written.arrays is not None
+    monkeypatch.setattr(xr, "open_zarr", lambda *a, **k: (_ for _ in ()).throw(AssertionError("group opened")))
+    lazy = written.opened()
+    assert lazy["profile"].chunks is not None
+    xr.testing.assert_identical(lazy.load(), perfkit.validate(run))
