@@ -33,7 +33,7 @@ from timing import alternating_medians, median_seconds
 import perfkit
 from perfkit.analysis.cube import rank_totals
 from perfkit.plots.profile import bin_ranks
-from perfkit.plots.rank_figure import GEOMETRY
+from perfkit.plots.rank_figure import GEOMETRY, OUTLINE
 from perfkit.widgets.explorer import explore
 from perfkit.widgets.ranks import rank_explorer
 
@@ -64,8 +64,7 @@ def release(target, value) -> None:
 
 def plotted_ranks(root) -> float:
     """Largest rank drawn in the per-rank view (to check that an interaction reached the plot)."""
-    sources = [s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data]
-    return max(float(np.max(np.concatenate([np.ravel(x) for x in s.data["xs"]]))) for s in sources)
+    return max(float(np.max(s.data["x"])) for s in root.select({"type": ColumnDataSource, "name": OUTLINE}))
 
 
 def boxes(geometry: ColumnDataSource, spans) -> Callable[[], None]:

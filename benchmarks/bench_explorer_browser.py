@@ -237,6 +237,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", choices=("per_rank", "per_rank_100k", "placement", "voila"))
+    parser.add_argument("--screenshot", type=Path, help="per_rank_100k: save the page at the end as this PNG")
     args = parser.parse_args()
     result = json.loads(RESULTS.read_text()) if args.only and RESULTS.exists() else {}
     load = os.getloadavg()[0]
@@ -245,7 +246,7 @@ def main() -> None:
         result["load_average_1min"] = [load, os.getloadavg()[0]]  # at start and end: the machine is shared
     if args.only in (None, "per_rank_100k"):
         load = os.getloadavg()[0]
-        result["per_rank_100k"] = per_rank_100k(args.repeats)
+        result["per_rank_100k"] = per_rank_100k(args.repeats, args.screenshot)
         result["per_rank_100k"]["load_average_1min"] = [load, os.getloadavg()[0]]
     if args.only in (None, "voila"):
         load = os.getloadavg()[0]
@@ -271,7 +272,7 @@ def per_rank(repeats: int) -> dict:
     return per_rank_session(RUNS, 2048, steps, repeats, "explorer_browser.log.tmp")
 
 
-def per_rank_100k(repeats: int) -> dict:
+def per_rank_100k(repeats: int, screenshot: Path | None = None) -> dict:
     """The same at 100,000 ranks on the lazily opened store of 100 runs (:func:`build_study`), plus a box
     selection; each run change goes to a run not shown before (what a user browsing the study meets)."""
     store = build_study(STUDY_100K)
@@ -289,16 +290,18 @@ def per_rank_100k(repeats: int) -> dict:
         "box_selection": [("ColumnDataSource", GEOMETRY, ["data"], {"x": [lo - 0.5, hi + 0.5], "y": [-1.0, 1e30]})
                           for lo, hi in ((1000, 31000), (60000, 60500), (0, last))],
     }
-    result = per_rank_session([store], STUDY_RANKS, steps, repeats, "explorer_browser_100k.log.tmp", timeout_s=600)
+    result = per_rank_session([store], STUDY_RANKS, steps, repeats, "explorer_browser_100k.log.tmp", timeout_s=600,
+                              screenshot=screenshot)
     result["runs"] = len(labels)
     result["store"] = str(store)
     return result
 
 
-def per_rank_session(runs: list[Path], ranks: int, steps: dict, repeats: int, log: str, timeout_s: int = 120) -> dict:
+def per_rank_session(runs: list[Path], ranks: int, steps: dict, repeats: int, log: str, timeout_s: int = 120,
+                     screenshot: Path | None = None) -> dict:
     """Serve the explorer on ``runs``, load the page, build every tab (each within ``timeout_s``), then time each
     step of ``steps`` (a cycle of (widget kind, title, attributes, value)) ``repeats`` times to new plot data and
-    to settled, and a slider drag."""
+    to settled, and a slider drag; the page saved at the end as ``screenshot`` when given."""
     server, port = serve_explorer(runs, log)
     try:
         with sync_playwright() as playwright:
@@ -328,6 +331,8 @@ def per_rank_session(runs: list[Path], ranks: int, steps: dict, repeats: int, lo
                 result[f"{name}_settled_ms"] = statistics.median(t[1] for t in times)
                 result[f"{name}_max_ms"] = max(t[0] for t in times)
             result["drag_settled_after_release_ms"] = statistics.median(drag(page, ranks - 1) for _ in range(repeats))
+            if screenshot is not None:
+                page.screenshot(path=str(screenshot), full_page=True)
             browser.close()
     finally:
         stop_server(server)

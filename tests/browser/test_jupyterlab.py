@@ -33,10 +33,9 @@ PROMPTS_JS = ("() => Array.from(document.querySelectorAll('.jp-CodeCell'))"
               ".filter(c => !c.querySelector('.jp-InputPlaceholder'))"
               ".map(c => c.querySelector('.jp-InputPrompt').textContent.trim())")
 IDLE = re.compile(r"Python 3 \(ipykernel\) \| Idle")
-#: The last rank the per-rank view's bands reach (their source holds ``xs``, ``group`` and ``step``) in the page.
+#: The last rank the per-rank view's bands reach (their outline's source, named OUTLINE, holds ``x``) in the page.
 LAST_BAND_RANK_JS = """() => Math.max(...Bokeh.documents.flatMap(doc => [...doc.all_models]).filter(
-  m => m.type === "ColumnDataSource" && m.data.step !== undefined && m.data.xs !== undefined).flatMap(
-  m => Array.from(m.data.xs, x => Math.max(...x))))"""
+  m => m.type === "ColumnDataSource" && m.name === "rank outline").flatMap(m => Array.from(m.data.x)))"""
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ finite = st.floats(-1e6, 1e6, allow_nan=False, width=64)
 
 def test_bands_are_outlines_of_the_stack():
     table = pd.DataFrame({"Compute": [1.0, 2.0, 3.0], "MPI_Recv": [0.5, np.nan, 1.0]}, index=[4, 5, 6])
-    data = stack_patches(table, step=1)
+    outline, data = stack_patches(table, step=1)
     assert data["group"] == ["Compute", "MPI_Recv"] and data["last"] == [6, 6]
-    assert data["xs"][1].tolist() == [4, 5, 6, 6, 5, 4]
+    assert outline.tolist() == [4, 5, 6, 6, 5, 4]  # the same for every band, sent once
     assert data["ys"][0].tolist() == [1, 2, 3, 0, 0, 0]
     assert data["ys"][1].tolist() == [1.5, 2, 4, 3, 2, 1]  # on top of compute, NaN as 0
 

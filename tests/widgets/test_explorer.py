@@ -39,8 +39,7 @@ def widget(layout: pn.Column, kind: type, name: str):
 
 def drawn_ranks(root) -> tuple[float, float]:
     """Smallest and largest rank drawn by the per-rank view's patches."""
-    xs = np.concatenate([np.ravel(x) for s in root.select({"type": ColumnDataSource}) if "xs" in s.data
-                         for x in s.data["xs"]])
+    xs = np.concatenate([s.data["x"] for s in root.select({"type": ColumnDataSource}) if s.name == "rank outline"])
     return float(xs.min()), float(xs.max())
 
 

@@ -15,7 +15,7 @@ from bokeh.models import ColumnDataSource, HoverTool
 import perfkit
 from perfkit.plots.palette import label
 from perfkit.plots.profile import band_order
-from perfkit.plots.rank_figure import MAX_MARKERS
+from perfkit.plots.rank_figure import MAX_MARKERS, OUTLINE
 from perfkit.widgets.ranks import rank_bands, rank_explorer, rank_state
 from tests.helpers import ROOT
 from tests.widgets.sliders import drag
@@ -34,9 +34,9 @@ def widget(layout: pn.Column, kind: type, name: str):
 
 def drawn(root) -> tuple[float, float, float]:
     """Smallest and largest rank drawn by the patches, and the top of the stack."""
-    sources = [s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data]
-    xs = np.concatenate([np.ravel(x) for s in sources for x in s.data["xs"]])
-    ys = np.concatenate([np.ravel(y) for s in sources for y in s.data["ys"]])
+    xs = np.concatenate([s.data["x"] for s in root.select({"type": ColumnDataSource, "name": OUTLINE})])
+    ys = np.concatenate([np.ravel(y) for s in root.select({"type": ColumnDataSource}) if "ys" in s.data
+                         for y in s.data["ys"]])
     return float(xs.min()), float(xs.max()), float(ys.max())
 
 
@@ -118,7 +118,7 @@ def test_axes_title_and_legend_follow_the_state(series):
     assert fig.y_range.start == 0 and fig.y_range.end == pytest.approx(1.05 * float(totals.max()))
     (legend,) = fig.right
     assert [item.label.field for item in legend.items] == ["group"]
-    bands = next(s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data)
+    bands = next(s for s in root.select({"type": ColumnDataSource}) if "ys" in s.data)
     order = [label(name) for name in band_order(series)]
     assert bands.data["group"] == [name for name in order if name in bands.data["group"]]
     assert bands.data["group"][0] == "Compute" and label("w_MPI_Recv") in bands.data["group"]
@@ -139,8 +139,8 @@ def test_many_ranks_are_binned_and_the_markers_keep_each_bins_extremes():
     pane = selection_pane(ds, rank_state(ds))
     root = pane.get_root()
     fig = pane.object
-    bands = next(s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data)
-    assert len(bands.data["xs"][0]) == 2 * 1024 and set(bands.data["step"]) == {2}  # 2,048 ranks, 2 a bin
+    bands = next(s for s in root.select({"type": ColumnDataSource}) if "ys" in s.data)
+    assert len(bands.data["ys"][0]) == 2 * 1024 and set(bands.data["step"]) == {2}  # 2,048 ranks, 2 a bin
     assert "(bins of 2 ranks)" in fig.title.text
     totals = ds["profile"].sel(run="slt", metric="time").sum("function").to_series()
     marks = next(s for s in root.select({"type": ColumnDataSource}) if "total" in s.data and len(s.data["rank"]))
@@ -161,7 +161,7 @@ def test_changes_reach_the_documents_listeners_outside_a_server(series):
     doc = Document()
     root = layout.get_root(doc)
     doc.add_root(root)
-    bands = next(s for s in root.select({"type": ColumnDataSource}) if "xs" in s.data)
+    bands = next(s for s in root.select({"type": ColumnDataSource}) if "ys" in s.data)
     seen = []
     doc.on_change(lambda event: seen.append((getattr(event, "model", None), getattr(event, "attr", None))))
     widget(layout, pn.widgets.Select, "run").value = "384/slt"
@@ -196,7 +196,8 @@ def test_a_view_over_all_ranks_drawn_from_the_summary_equals_the_one_drawn_from_
         for state in (from_summary, from_run):
             state.param.update(run=run, ranks=state.bounds[run], metric=metric, by=by)
         assert reads == [(run, metric)], "only the view without a summary read the run"
-        sources = [[r.data_source.data for r in pane.object.renderers] for pane in panes]  # bands, totals, selected
+        sources = [[s.data for s in (fig.select_one({"name": OUTLINE}), *(r.data_source for r in fig.renderers))]
+                   for fig in (pane.object for pane in panes)]  # outline, bands, totals, selected
         for got, expected in zip(*sources, strict=True):
             assert got.keys() == expected.keys()
             for key in got:
