@@ -29,12 +29,12 @@ import numpy as np
 import pandas as pd
 from bokeh.events import SelectionGeometry
 from bokeh.models import (
-    BasicTickFormatter,
     CategoricalColorMapper,
     ColumnDataSource,
     CustomJS,
     CustomJSExpr,
     CustomJSHover,
+    CustomJSTickFormatter,
     HoverTool,
     Legend,
     LegendItem,
@@ -78,6 +78,14 @@ return unit || prefix ? text + " " + prefix + unit : text;
 """
 #: Each band's ``xs``: the outline's ranks (one array for all bands).
 SHARED_X_JS = "const x = outline.data.x; return this.data.group.map(() => x);"
+#: Rank tick labels: whole thousands as ``20k`` (millions as ``2M``) from 10,000 up when every tick is one, else
+#: the rank itself (``60000`` read ``60k``; zoomed in, ``60125`` stays exact).
+RANK_TICKS_JS = """
+const top = Math.max(...ticks.map(Math.abs));
+const [scale, suffix] = top >= 1e6 && ticks.every(t => t % 1e6 === 0) ? [1e6, "M"]
+  : top >= 1e4 && ticks.every(t => t % 1e3 === 0) ? [1e3, "k"] : [1, ""];
+return tick === 0 ? "0" : String(tick / scale) + suffix;
+"""
 #: Index ``j`` of the band point under the cursor: the last rank (or bin) at or left of it.
 _POINT_JS = """
 const i = special_vars.index, xs = outline.data.x, ys = source.data.ys[i], n = xs.length / 2;
@@ -115,7 +123,7 @@ class RankFigure:
                              y_range=Range1d(0, 1), x_axis_label="rank", output_backend="canvas",
                              toolbar_location="right")
         self.figure.xaxis.ticker = integer_ticker()
-        self.figure.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+        self.figure.xaxis.formatter = CustomJSTickFormatter(code=RANK_TICKS_JS)
         shared_x = {"expr": CustomJSExpr(args={"outline": self.outline}, code=SHARED_X_JS)}
         patches = self.figure.patches(shared_x, "ys", source=self.bands, line_width=0, fill_alpha=0.9,
                                       fill_color={"field": "group", "transform": self.mapper})

@@ -28,6 +28,9 @@ from perfkit.widgets.run_block import RunBlock
 from perfkit.widgets.study_summary import StudySummary, summarise
 
 GROUPINGS = ("function", "call", "kind")
+#: A view drawn from the study summary has its run read in the background this long after [s]: once the update
+#: has reached the page and been drawn (0.1-0.2 s at 100,000 ranks), which the read would slow down.
+PREFETCH_DELAY = 0.3
 #: Widget width of the selectors [px].
 WIDGET_WIDTH = 220
 
@@ -136,10 +139,10 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
 
     def bands(run: str, metric: str, by: str, ranks: tuple[int, int]) -> dict[str, Any]:
         """What the view draws: bins' first ranks, groups, means, step, span, markers (ranks, totals), top total;
-        over all of a run's ranks from the summary (the run is then read in the background), else from the run."""
+        over all of a run's ranks from the summary (``exact`` None: the run is read in the background once the
+        update has gone, :data:`PREFETCH_DELAY`), else from the run."""
         if ranks == bounds.get(run) and (run, metric) in summary.views:
             whole, groups, means = summary.view(run, metric, by)
-            block.prefetch(run, metric)
             return {"first": whole.first, "groups": groups, "means": means, "step": whole.step, "last": whole.last,
                     "span": whole.span, "marks": (whole.marks, whole.marked), "top": whole.top, "exact": None}
         x, functions, values = block.arrays(run, metric=metric, ranks=ranks)
@@ -177,8 +180,9 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
 
     def draw(*_: Any) -> None:
         key = (state.run, state.metric, state.by, tuple(state.ranks))
+        changed = shown["key"] != key
         with batched(pane):
-            if shown["key"] != key:
+            if changed:
                 redraw(*key)
             if on_select is not None:
                 if state.selected is None:
@@ -187,6 +191,8 @@ def rank_pane(ds: xr.Dataset, state: RankState, *,
                     ranks, totals = exact()
                     keep = np.isin(ranks, state.selected)
                     view.show_selected(ranks[keep], totals[keep])
+        if changed and shown["exact"] is None:
+            block.prefetch(state.run, state.metric, PREFETCH_DELAY)
 
     def on_geometry(attr: str, old: Any, new: dict[str, Any]) -> None:
         if len(new["x"]) == 0 or on_select is None:
@@ -235,8 +241,9 @@ def rank_sums(values: np.ndarray) -> np.ndarray:
 
 
 def axis_label(metric: str, unit: str) -> str:
-    """``metric [unit]``, the metric alone for a count (unit ``""`` or ``"1"``)."""
-    return f"{metric} [{unit}]" if unit not in ("", "1") else metric
+    """The value axis's label: ``metric`` alone, its tick labels carry the unit (``500 ms``, ``20 MB``:
+    :func:`perfkit.plots.axes.unit_formatter`), which a ``[s]`` beside ``ms`` ticks contradicted."""
+    return metric
 
 
 def rank_bands(ds: xr.Dataset, run: str, *, by: str = "function", metric: str = "time",

@@ -44,9 +44,11 @@ class RunBlock:
         self._metrics: dict[tuple[str, str], np.ndarray] = {}
         self._lock = threading.RLock()
 
-    def prefetch(self, run: str, metric: str) -> threading.Thread:
-        """Start reading ``run``'s values of ``metric`` (:meth:`metric_values`) in a background thread."""
-        thread = threading.Thread(target=self.metric_values, args=(run, metric), daemon=True)
+    def prefetch(self, run: str, metric: str, delay: float = 0.0) -> threading.Thread:
+        """Read ``run``'s values of ``metric`` (:meth:`metric_values`) in a background thread, ``delay`` seconds
+        from now."""
+        thread = threading.Timer(delay, self.metric_values, args=(run, metric))
+        thread.daemon = True
         thread.start()
         return thread
 

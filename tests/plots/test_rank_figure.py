@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from perfkit.plots.rank_figure import RankFigure, envelope, in_polygon, ranks_inside, stack_patches
+from perfkit.plots.rank_figure import RANK_TICKS_JS, RankFigure, envelope, in_polygon, ranks_inside, stack_patches
 
 finite = st.floats(-1e6, 1e6, allow_nan=False, width=64)
 
@@ -99,3 +103,17 @@ def test_ranges_follow_the_data(top):
     view.show_totals(np.array([10, 20, 30]), np.array([1.0, 2.0, 1.5]), top)
     assert (view.figure.x_range.start, view.figure.x_range.end) == (9.5, 30.5)
     assert view.figure.y_range.end == (1.0 if top == 0 else pytest.approx(2.1))
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node (to run the formatter's JavaScript) is not installed")
+def test_rank_ticks_read_in_thousands_only_where_exact():
+    def labels(ticks: list[int]) -> list[str]:
+        script = (f"const f = (tick, index, ticks) => {{ {RANK_TICKS_JS} }};\nconst ticks = {json.dumps(ticks)};\n"
+                  "console.log(JSON.stringify(ticks.map((t, i) => f(t, i, ticks))));")
+        run = subprocess.run([shutil.which("node"), "-e", script], capture_output=True, text=True, check=True)
+        return json.loads(run.stdout)
+
+    assert labels([0, 20000, 40000, 100000]) == ["0", "20k", "40k", "100k"]
+    assert labels([60000, 60125, 60250]) == ["60000", "60125", "60250"]  # zoomed in: exact ranks
+    assert labels([0, 500, 1000, 2000]) == ["0", "500", "1000", "2000"]
+    assert labels([0, 2_000_000, 4_000_000]) == ["0", "2M", "4M"]
