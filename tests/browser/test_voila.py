@@ -37,7 +37,7 @@ def test_explorer_in_voila(page, serve, artifacts):
 
     plot = page.locator(".bk-Canvas").first
     plot.wait_for(timeout=RENDER_TIMEOUT * 1000)
-    # Voila started from the repository root takes its configuration there (voila.py): the page template
+    # Voila started from the repository root takes its configuration there (voila.json): the page template
     # perfkit, which links no stylesheet from a CDN (Voila's lab template links Font Awesome's).
     assert requests and offsite(requests) == [], f"opening the explorer asked another machine for {offsite(requests)}"
     title = page.locator(".bk-slider-title").filter(has_text="ranks")
