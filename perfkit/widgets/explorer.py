@@ -82,7 +82,7 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     warmup = Warmup(shown=None if pn.state.curdoc is not None else shown)
     if has_scaling(ds):
         _add_tab(tabs, "scaling", _once(lambda: _scaling_panel(profiles)))
-        warmup.add(lambda: importlib.import_module("perfkit.widgets.scaling"))
+        warmup.add(lambda: importlib.import_module("perfkit.widgets.scaling").prepare(profiles))
     pop = shared(lambda: pop_metrics(profiles))
     warmup.add(pop)
     series = _once(lambda: efficiency_view(profiles, pop()))

@@ -6,6 +6,7 @@ import threading
 import time
 
 import numpy as np
+import pandas as pd
 import panel as pn
 
 from perfkit.widgets import warmup as module
@@ -131,3 +132,36 @@ def test_shown_once_the_page_has_a_view_of_the_dashboards_widget():
     assert not module.shown_through_ipywidgets(dashboard)  # made, not yet in a page; another one is
     widget._view_count = 1  # the page's widget manager made a view of it
     assert module.shown_through_ipywidgets(dashboard)
+
+
+def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_reuses_it(monkeypatch):
+    """On a lazy store each scaling table is a pass over the cube: the first view's is computed once, in the
+    background, and a choice made again is not computed again."""
+    import perfkit
+    from perfkit.widgets import explorer
+    from perfkit.widgets import scaling as tab
+    from tests.helpers import ROOT
+
+    series = perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("48", "96", "192")])
+    calls, tables = [], []
+    real = tab.scaling
+    monkeypatch.setattr(tab, "scaling", lambda *a, **kw: calls.append(threading.current_thread().name) or (
+        tables.append(real(*a, **kw)) or tables[-1]))
+    monkeypatch.setattr(module, "START_DELAY_S", 0.0)
+    layout = explorer.explore(series)
+    layout.get_root()
+    deadline = time.monotonic() + 60
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls == ["perfkit-warmup"]
+    tabs = layout.select(pn.Tabs)[0]
+    tabs.active = list(tabs._names).index("scaling")
+    shown = tabs[tabs.active]
+    assert calls == ["perfkit-warmup"]  # shown: drawn from the background's table
+    metric = next(w for w in shown.select(pn.widgets.Select) if w.name == "metric")
+    metric.value = metric.options[1]
+    assert calls == ["perfkit-warmup", "MainThread"]
+    metric.value = metric.options[0]
+    assert calls == ["perfkit-warmup", "MainThread"]  # chosen again: kept
+    # the first view's table: every run's time, as scaling gives it for the series
+    pd.testing.assert_frame_equal(tables[0], real(series, by="system", metric=metric.options[0]))
