@@ -117,7 +117,7 @@ def _interrupt_where_it_can_stop(
             if _again is not None:
                 _again()
                 return
-            if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _stopped_while_starting):
+            if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _stopped_while_starting, _stop_once):
                 signal.raise_signal(signal.SIGINT)
                 return
         hook(args)
@@ -141,9 +141,21 @@ def _stopped_while_starting(signum: int, frame: FrameType | None) -> None:
 
 
 def started() -> None:
-    """The command line runs: SIGINT is a ``KeyboardInterrupt`` again (``perfkit.cli.main`` reports it)."""
+    """The command line runs: SIGINT is a ``KeyboardInterrupt`` again (``perfkit.cli.main`` reports it), the
+    signals that follow it ignored (:func:`_stop_once`)."""
     if _is_main_thread() and signal.getsignal(signal.SIGINT) is _stopped_while_starting:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _stop_once)
+
+
+def _stop_once(signum: int, frame: FrameType | None) -> None:
+    """The command's first stop: ``KeyboardInterrupt``, and the signals that follow ignored from this moment (a second
+    Ctrl-C while the first one unwinds, before ``perfkit.cli.main`` could call :func:`ignore_further`, interrupted
+    its report with a traceback); if Python swallows this one, the command's hook raises it again (``_again``)."""
+    global _again
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    _again = lambda: (signal.signal(signum, _stop_once), signal.raise_signal(signum))  # noqa: E731
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def ignore_further() -> None:

@@ -224,3 +224,21 @@ def test_a_stop_python_swallowed_inside_stopping_is_raised_again(capsys):
     assert cleaned == [True] and seen == []
     assert capsys.readouterr().err == "perfkit convert: stopped by SIGTERM; out.zarr left as it was\n"
     assert signals._again is None  # outside the block, a swallowed stop is the other rule's
+
+
+def test_the_commands_first_stop_ignores_the_signals_that_follow():
+    """A second Ctrl-C while the first one unwinds (before the command could say so) must not interrupt its report:
+    the command's handler ignores the signals that follow from the first one on."""
+    previous = {sig: signal.getsignal(sig) for sig in signals.SIGNALS}
+    try:
+        signal.signal(signal.SIGINT, signals._stop_once)
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)  # the handler runs at the interpreter's next check
+        os.kill(os.getpid(), signal.SIGINT)  # ignored
+        time.sleep(0.1)
+        assert all(signal.getsignal(sig) == signal.SIG_IGN for sig in signals.SIGNALS)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        signals._again = None
