@@ -32,14 +32,12 @@ def stopping() -> Iterator[None]:
     previous = {}
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
-        global _again
         for sig in previous:  # the first signal stops; the clean-up that follows is not interrupted again
             signal.signal(sig, signal.SIG_IGN)
         if _held is not None:
             _held.append(signal.Signals(signum).name)
             return
-        _again = lambda: (signal.signal(signum, interrupt), signal.raise_signal(signum))  # noqa: E731
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        raise _stop(signum, interrupt)
 
     try:
         for sig in SIGNALS:
@@ -151,11 +149,17 @@ def _stop_once(signum: int, frame: FrameType | None) -> None:
     """The command's first stop: ``KeyboardInterrupt``, and the signals that follow ignored from this moment (a second
     Ctrl-C while the first one unwinds, before ``perfkit.cli.main`` could call :func:`ignore_further`, interrupted
     its report with a traceback); if Python swallows this one, the command's hook raises it again (``_again``)."""
-    global _again
     for sig in SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    _again = lambda: (signal.signal(signum, _stop_once), signal.raise_signal(signum))  # noqa: E731
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    raise _stop(signum, _stop_once)
+
+
+def _stop(signum: int, handler: Callable[[int, FrameType | None], None]) -> KeyboardInterrupt:
+    """The stop by ``signum`` that ``handler`` raises, kept (``_again``) for the command's hook to raise again, with
+    ``handler`` back in place, if Python swallows it."""
+    global _again
+    _again = lambda: (signal.signal(signum, handler), signal.raise_signal(signum))  # noqa: E731
+    return KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def ignore_further() -> None:
