@@ -77,6 +77,21 @@ def test_memo_keys_on_run_and_ranks_and_forgets_the_oldest():
     assert calls == [("a", None), ("a", [1, 2]), ("a", [1, 3]), ("a", None)]
 
 
+def _explored_once_prepared(series, calls: list, monkeypatch) -> pn.Tabs:
+    """The explorer's tabs for ``series``, once its background work has made its first call (``calls``, filled by
+    the function under test, at most 60 s later)."""
+    from perfkit.widgets import explorer
+
+    monkeypatch.setattr(module, "START_DELAY_S", 0.0)
+    layout = explorer.explore(series)
+    layout.get_root()
+    deadline = time.monotonic() + 60
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls == ["perfkit-warmup"]
+    return layout.select(pn.Tabs)[0]
+
+
 def test_the_explorer_diagnoses_the_run_in_the_background_and_the_findings_tab_reuses_it(monkeypatch):
     import perfkit
     from perfkit.widgets import explorer
@@ -87,14 +102,7 @@ def test_the_explorer_diagnoses_the_run_in_the_background_and_the_findings_tab_r
     real = explorer.diagnose
     monkeypatch.setattr(explorer, "diagnose",
                         lambda *a, **kw: calls.append(threading.current_thread().name) or real(*a, **kw))
-    monkeypatch.setattr(module, "START_DELAY_S", 0.0)
-    layout = explorer.explore(series)
-    layout.get_root()
-    deadline = time.monotonic() + 60
-    while not calls and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert calls == ["perfkit-warmup"]
-    tabs = layout.select(pn.Tabs)[0]
+    tabs = _explored_once_prepared(series, calls, monkeypatch)
     tabs.active = list(tabs._names).index("findings")
     assert calls == ["perfkit-warmup"]  # shown: drawn from the background's findings
     assert "Findings for 48/slt on every rank" in tabs[tabs.active].select(pn.pane.Markdown)[0].object
@@ -138,7 +146,6 @@ def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_r
     """On a lazy store each scaling table is a pass over the cube: the first view's is computed once, in the
     background, and a choice made again is not computed again."""
     import perfkit
-    from perfkit.widgets import explorer
     from perfkit.widgets import scaling as tab
     from tests.helpers import ROOT
 
@@ -147,14 +154,7 @@ def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_r
     real = tab.scaling
     monkeypatch.setattr(tab, "scaling", lambda *a, **kw: calls.append(threading.current_thread().name) or (
         tables.append(real(*a, **kw)) or tables[-1]))
-    monkeypatch.setattr(module, "START_DELAY_S", 0.0)
-    layout = explorer.explore(series)
-    layout.get_root()
-    deadline = time.monotonic() + 60
-    while not calls and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert calls == ["perfkit-warmup"]
-    tabs = layout.select(pn.Tabs)[0]
+    tabs = _explored_once_prepared(series, calls, monkeypatch)
     tabs.active = list(tabs._names).index("scaling")
     shown = tabs[tabs.active]
     assert calls == ["perfkit-warmup"]  # shown: drawn from the background's table
