@@ -57,3 +57,11 @@ def test_plotting_stack_is_pinned_together():
 def test_binder_post_build_installs_the_package():
     text = (ROOT / "binder" / "postBuild").read_text()
     assert "set -e" in text and "pip install" in text
+
+
+def test_wheel_installs_every_file_of_the_voila_template():
+    """A non-editable install puts the page template voila.json names under <prefix>/share/jupyter."""
+    data_files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    template = ROOT / "share" / "jupyter" / "voila" / "templates" / "perfkit"
+    on_disk = sorted(str(p.relative_to(ROOT)) for p in template.rglob("*") if p.is_file())
+    assert data_files == {str(template.relative_to(ROOT)): on_disk}
