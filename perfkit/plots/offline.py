@@ -4,6 +4,9 @@
 notebook, and panel inlines the stylesheets of the objects it displays itself. Plots that holoviews
 displays directly still point their layout and theme stylesheets at panel's CDN; the hook installed
 here swaps those for the copies shipped inside the panel package, whenever panel is in inline mode.
+Objects built after the page has loaded (a tab's first visit) would link panel's CDN too: with ipywidgets
+comms (Voila), their models reach the page as they are made, before any hook could patch them. So the
+set-up also makes panel give every model it builds the inline copies from the start (:func:`inline_properties`).
 The logos come without holoviews' "extension loaded" info sign (a character most fonts lack, drawn as
 a box). Plots are drawn on a 2D canvas, not WebGL (:mod:`perfkit.plots.canvas`).
 
@@ -23,9 +26,11 @@ In a kernel Voila started (a dashboard: no one types ``help()`` there), two cost
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -53,9 +58,11 @@ with param_docstrings(not in_voila()):
     import holoviews as hv
     import holoviews.plotting.bokeh  # hv.extension("bokeh") imports it: its classes are made here, undescribed
     import panel as pn
+    from bokeh.document import Document
     from bokeh.models import ImportedStyleSheet, Model, UIElement
-    from panel.io.notebook import LOAD_MIME, patch_inline_stylesheets
+    from panel.io.notebook import LOAD_MIME, patch_inline_stylesheets, replace_inline_css
     from panel.io.resources import CDN_DIST
+    from panel.reactive import Reactive
     from panel.viewable import Viewable
 
     from perfkit.plots.canvas import use_canvas
@@ -73,6 +80,44 @@ def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
     use_canvas()
     if inline_cdn_stylesheets not in Viewable._preprocessing_hooks:
         Viewable._preprocessing_hooks.append(inline_cdn_stylesheets)
+    if not getattr(Reactive._get_properties, "inlines_stylesheets", False):
+        Reactive._get_properties = inline_properties(Reactive._get_properties)
+
+
+#: Per document, the inline copy of each of panel's stylesheets, by the URL it replaces (one model per
+#: document, shared by every model that uses the sheet: the page receives its text once).
+_INLINE_SHEETS: weakref.WeakKeyDictionary[Document, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def inline_properties(get_properties: Callable[[Reactive, Document | None], dict[str, Any]]
+                      ) -> Callable[[Reactive, Document | None], dict[str, Any]]:
+    """``get_properties`` (panel's properties of a new model) with the stylesheets linked from panel's CDN
+    replaced by their inline copies, in inline mode and outside panel's server (which hands them out itself:
+    its documents carry a ``dist_url``)."""
+
+    @functools.wraps(get_properties)
+    def get(self: Reactive, doc: Document | None = None) -> dict[str, Any]:
+        properties = get_properties(self, doc)
+        sheets = properties.get("stylesheets")
+        served = doc is not None and "dist_url" in doc._template_variables
+        if sheets and pn.config.inline and not served:
+            properties["stylesheets"] = [inline_copy(sheet, doc) for sheet in sheets]
+        return properties
+
+    get.inlines_stylesheets = True  # type: ignore[attr-defined]
+    return get
+
+
+def inline_copy(sheet: Any, doc: Document | None) -> Any:
+    """The inline copy of ``sheet`` when it is linked from panel's CDN (one per document), else ``sheet``."""
+    if not (isinstance(sheet, ImportedStyleSheet) and sheet.url.startswith(CDN_DIST)):
+        return sheet
+    if doc is None:
+        return replace_inline_css(sheet)
+    copies = _INLINE_SHEETS.setdefault(doc, {})
+    if sheet.url not in copies:
+        copies[sheet.url] = replace_inline_css(sheet)
+    return copies[sheet.url]
 
 
 def inline_cdn_stylesheets(viewable: Viewable, root: Model) -> None:

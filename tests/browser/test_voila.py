@@ -65,9 +65,5 @@ def test_explorer_in_voila(page, serve, artifacts):
     page.screenshot(path=artifacts / "voila-explorer-selection.png")
     page.locator(".bk-tab", has_text=re.compile("^findings$")).click()
     page.get_by_text(f"Findings for 384/slt on {count} ranks in view ({ranks.strip()})").wait_for(timeout=60_000)
-    # Known stylesheet links, refused here and harmless offline: panel views first built after the page loaded
-    # (a tab's first visit) link panel's CSS, because ipywidgets sends new models before perfkit can inline them.
-    # Nothing else, and no script, may come from the internet.
-    known = ("https://cdn.holoviz.org/panel/",)
-    elsewhere = [url for url in page.offsite if not (url.startswith(known) and url.split("?")[0].endswith(".css"))]
-    assert elsewhere == [], f"the dashboard asked the internet for {elsewhere}"
+    # nothing, not even a stylesheet of a view first built after the page loaded (a tab's first visit)
+    assert page.offsite == [], f"the dashboard asked the internet for {page.offsite}"

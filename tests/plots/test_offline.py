@@ -45,6 +45,26 @@ def test_stylesheets_are_inlined_in_inline_mode(inline_mode):
                for sheet in getattr(model, "stylesheets", None) or [])
 
 
+def test_a_view_built_after_the_page_loaded_gets_inline_stylesheets_as_it_is_made(inline_mode):
+    """A tab's first visit in Voila: its models reach the page as panel makes them (ipywidgets comms), so they must
+    not link panel's CDN even before any hook runs; each sheet is one model per document."""
+    doc = Document()
+    root = pn.Column().get_root(doc)
+    markdown = pn.pane.Markdown("findings")._get_model(doc, root)
+    select = pn.widgets.Select(options=["a", "b"])._get_model(doc, root)
+    assert linked_sheets(markdown) == set() and linked_sheets(select) == set()
+    inline = {id(sheet) for sheet in markdown.stylesheets if isinstance(sheet, InlineStyleSheet)}
+    assert len(inline) >= 3 and inline & {id(sheet) for sheet in select.stylesheets}  # loading.css, theme: shared
+
+
+def test_panels_server_keeps_its_links(inline_mode):
+    """Served by panel (its documents carry ``dist_url``), the links point at the server itself: left alone."""
+    doc = Document()
+    doc._template_variables["dist_url"] = "/static/extensions/panel/"
+    model = pn.pane.Markdown("x")._get_model(doc, pn.Column().get_root(doc))
+    assert any(isinstance(sheet, ImportedStyleSheet) for sheet in model.stylesheets)
+
+
 def test_links_are_kept_outside_inline_mode(inline_mode):
     pn.config.inline = False
     assert linked_sheets(render(hv.Curve([1, 3, 2])))  # panel serve hands these out itself
