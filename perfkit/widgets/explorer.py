@@ -49,9 +49,11 @@ from perfkit.plots.traffic import style_heatmap
 from perfkit.widgets.callsites import callsite_tab, has_callsites
 from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
 from perfkit.widgets.findings import findings_list
+from perfkit.widgets.kept import Kept, Once, pending
+from perfkit.widgets.offloop import OffLoop, Redraw
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_state
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
-from perfkit.widgets.warmup import Memo, Warmup, shared, shown_through_ipywidgets
+from perfkit.widgets.warmup import Warmup, shown_through_ipywidgets
 
 #: Largest side of the traffic heatmap: bigger matrices are summed over square blocks of ranks.
 MAX_CELLS = 256
@@ -80,20 +82,43 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     # starts them (pn.state.onload); in a notebook or Voila, the page's view of the dashboard's widget
     shown = (lambda: shown_through_ipywidgets(dashboard)) if pn.config.comms == "ipywidgets" else None
     warmup = Warmup(shown=None if pn.state.curdoc is not None else shown)
+    # a tab's results are computed off the event loop (in the background, or when the tab is shown early)
     if has_scaling(ds):
-        _add_tab(tabs, "scaling", _once(lambda: _scaling_panel(profiles)))
-        warmup.add(lambda: importlib.import_module("perfkit.widgets.scaling").prepare(profiles))
-    pop = shared(lambda: pop_metrics(profiles))
+        first_table = Once(lambda: importlib.import_module("perfkit.widgets.scaling").prepare(profiles))
+        _add_tab(tabs, "scaling", _once(lambda: _scaling_panel(profiles)), needs=lambda: pending(first_table),
+                 what="the scaling table of every run")
+        warmup.add(first_table)
+    pop = Once(lambda: pop_metrics(profiles))
     warmup.add(pop)
     series = _once(lambda: efficiency_view(profiles, pop()))
-    _add_tab(tabs, "efficiency",
-             lambda run, rr, sel: efficiency_tab(profiles, run, in_view(run, rr, sel), pop(), series()), *in_state)
-    diagnosed = Memo(lambda run, ranks, diagnose=diagnose: pd.DataFrame(
-        diagnose(profiles if ranks is None else profiles.sel(rank=ranks), run=run)))
+    parts: Kept[xr.Dataset] = Kept(8)
+
+    def part(run: str, ranks: np.ndarray | None) -> Once[xr.Dataset] | None:
+        if ranks is None or ranks.size == 0:
+            return None
+        return parts.cell((run, ranks.tobytes()), lambda: subset_pop(profiles.sel(run=[run], rank=ranks)))
+
+    def efficiency(run: str, rr: tuple[int, int], sel: list[int] | None) -> pn.Column:
+        ranks = in_view(run, rr, sel)
+        found = part(run, ranks)
+        return efficiency_tab(profiles, run, ranks, pop(), series(), part=None if found is None else found())
+
+    _add_tab(tabs, "efficiency", efficiency, *in_state, what="the POP efficiencies",
+             needs=lambda run, rr, sel: pending(pop, part(run, in_view(run, rr, sel))))
+    diagnoses: Kept[pd.DataFrame] = Kept(8)
+
+    def diagnosis(run: str, ranks: np.ndarray | None) -> Once[pd.DataFrame]:
+        return diagnoses.cell((run, None if ranks is None else ranks.tobytes()), lambda: pd.DataFrame(
+            diagnose(profiles if ranks is None else profiles.sel(rank=ranks), run=run)))
+
+    def findings_needs(run: str, rr: tuple[int, int], sel: list[int] | None, *_: Any) -> Once[Any] | None:
+        ranks = in_view(run, rr, sel)
+        return None if ranks is not None and ranks.size == 0 else pending(diagnosis(run, ranks))
+
     _add_tab(tabs, "findings", lambda run, rr, sel, by, metric: findings_view(
-        profiles, run, by, metric, ranks=in_view(run, rr, sel), state=state, diagnosed=diagnosed),
-             *in_state, state.param.by, state.param.metric)
-    warmup.add(lambda: diagnosed(state.run, in_view(state.run, state.ranks, state.selected)))
+        profiles, run, by, metric, ranks=in_view(run, rr, sel), state=state, diagnosed=lambda r, k: diagnosis(r, k)()),
+             *in_state, state.param.by, state.param.metric, needs=findings_needs, what="the findings")
+    warmup.add(lambda: diagnosis(state.run, in_view(state.run, state.ranks, state.selected))())
     compared = with_rerun(profiles, rerun)
     if has_comparison(compared, state.summary):  # the study's summary, read once for the per-rank view
         run_a, run_b = compare_controls(compared, state)
@@ -145,15 +170,17 @@ def efficiency_view(ds: xr.Dataset, pop: xr.Dataset | None = None) -> pn.Column:
 
 
 def efficiency_tab(ds: xr.Dataset, run: str, ranks: np.ndarray | None, pop: xr.Dataset,
-                   series: pn.Column) -> pn.Column:
+                   series: pn.Column, part: xr.Dataset | None = None) -> pn.Column:
     """``series`` (:func:`efficiency_view`), after the POP efficiencies of ``ranks`` of ``run`` beside the whole
-    run's (from ``pop``, every run's) when ``ranks`` is a subset (None: every rank)."""
+    run's (from ``pop``, every run's) when ``ranks`` is a subset (None: every rank); ``part``: those of the subset
+    (:func:`subset_pop`) when already computed."""
     if ranks is None:
         return series
     if ranks.size == 0:
         return pn.Column(pn.pane.Markdown(f"No rank of {run} in view: nothing to compute on."), series,
                          sizing_mode="stretch_width")
-    part = subset_pop(ds.sel(run=[run], rank=ranks)).assign_coords(run=[f"{run} [{ranks.size} ranks]"])
+    part = subset_pop(ds.sel(run=[run], rank=ranks)) if part is None else part
+    part = part.assign_coords(run=[f"{run} [{ranks.size} ranks]"])
     table = pop_styler(xr.concat([pop.sel(run=[run]), part], "run", data_vars="all", coords="minimal",
                                  compat="override")).to_html()
     note = (f"POP efficiencies of {run} on the ranks in view ({ranks.size}: {describe_ranks(ranks)}) beside all "
@@ -181,7 +208,7 @@ def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = 
     with ``state``, each selects the ranks it names), then the imbalance of ``metric`` per group.
 
     Both on ``ranks`` only when given (the ranks in view), else on every rank of the run. ``diagnosed(run, ranks)``:
-    the findings as a table when already computed (:class:`perfkit.widgets.warmup.Memo`).
+    the findings as a table when already computed (:class:`perfkit.widgets.kept.Kept`).
     """
     where = "every rank" if ranks is None else f"{fmt.plural(ranks.size, 'rank')} in view ({describe_ranks(ranks)})"
     if ranks is not None:
@@ -309,40 +336,40 @@ def block_sum(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n: int,
     return np.bincount(flat, weights=values, minlength=size * size).reshape(size, size), step
 
 
-class _Refresh(param.Parameterized):
-    """A tab's computations so far: each one is a new value of ``count``."""
-
-    count = param.Integer(default=0)
-
-
-def _add_tab(tabs: pn.Tabs, name: str, view: Callable[..., Any], *deps: Any, header: Any = None) -> None:
+def _add_tab(tabs: pn.Tabs, name: str, view: Callable[..., Any], *deps: Any, header: Any = None,
+             needs: Callable[..., Once[Any] | None] | None = None, what: str = "") -> None:
     """Append a tab whose ``view(*deps)`` is computed only while the tab is the active one.
 
     ``deps``: parameters (``state.param.run``) or widgets (their value). While another tab is shown,
     their changes only mark the tab out of date: nothing is computed or sent to the browser, not even
     its loading indicator (each one a layout pass of the whole page there); showing the tab brings it
-    up to date.
+    up to date. ``needs(*deps)``: a result ``view`` needs that is not computed yet (None: none), computed
+    in a worker thread while the tab shows a placeholder saying it computes ``what``
+    (:class:`perfkit.widgets.offloop.OffLoop`): the event loop, and every control, stay free.
     """
     index = len(tabs)
-    refresh = _Refresh()
+    refresh = Redraw()
     parameters = [dep.param.value if isinstance(dep, pn.widgets.Widget) else dep for dep in deps]
     stale = [True]  # changed since last computed (never computed yet)
 
     def on_change(*_: Any) -> None:
         if tabs.active == index:
-            refresh.count += 1
+            refresh.again()
         else:
             stale[0] = True
 
     def on_shown(event: param.parameterized.Event) -> None:
         if event.new == index and stale[0]:
-            refresh.count += 1
+            refresh.again()
+
+    later = OffLoop(on_change, what or f"the {name} tab")
 
     def render(_count: int) -> Any:
         if tabs.active != index:  # the page's first rendering of the hidden tab
             raise param.Skip
         stale[0] = False
-        return view(*(getattr(p.owner, p.name) for p in parameters))
+        values = [getattr(p.owner, p.name) for p in parameters]
+        return later.view(lambda: view(*values), None if needs is None else needs(*values))
 
     owners: dict[int, tuple[Any, list[str]]] = {}
     for parameter in parameters:  # one watcher per object: a change of several of its values is one change

@@ -12,7 +12,6 @@ and 6 metrics take about 145 MB (2,000 bins).
 
 from __future__ import annotations
 
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ from perfkit.plots.profile import (
     stack_order,
 )
 from perfkit.plots.rank_figure import envelope
+from perfkit.widgets.kept import kept_with
 from perfkit.widgets.run_block import stored_profile
 
 GROUPINGS = ("function", "call", "kind")
@@ -121,14 +121,14 @@ def full_counts(step: int, size: int) -> np.ndarray:
     return np.minimum(step, size - step * np.arange(-(-size // step)))
 
 
-_SUMMARIES: dict[int, tuple[weakref.ref, StudySummary]] = {}
-
-
 def summarise(ds: xr.Dataset) -> StudySummary:
-    """The :class:`StudySummary` of ``ds``, read once per Dataset object (kept while ``ds`` lives)."""
-    key = id(ds)
-    if key in _SUMMARIES and _SUMMARIES[key][0]() is ds:
-        return _SUMMARIES[key][1]
+    """The :class:`StudySummary` of ``ds``, read once per Dataset object (kept while ``ds`` lives; asked for from
+    two threads at once, read once)."""
+    return kept_with(ds, "study summary")((), lambda: read_summary(ds))
+
+
+def read_summary(ds: xr.Dataset) -> StudySummary:
+    """The :class:`StudySummary` of ``ds``, read from its cube."""
     runs = tuple(str(r) for r in ds["run"].values)
     metrics = tuple(str(m) for m in ds["metric"].values)
     ranks = np.asarray(ds["rank"].values)
@@ -149,10 +149,8 @@ def summarise(ds: xr.Dataset) -> StudySummary:
         for i, (present, sums, shown) in enumerate(pool.map(digest, range(len(runs)))):
             exists[i], totals = present, totals + sums
             views.update({(runs[i], metric): v for metric, v in zip(metrics, shown)})
-    summary = StudySummary(runs=runs, ranks=ranks, exists=exists, totals=totals, metrics=metrics, labels=labels,
-                           views=views)
-    _SUMMARIES[key] = (weakref.ref(ds, lambda _, key=key: _SUMMARIES.pop(key, None)), summary)
-    return summary
+    return StudySummary(runs=runs, ranks=ranks, exists=exists, totals=totals, metrics=metrics, labels=labels,
+                        views=views)
 
 
 def run_views(block: np.ndarray, present: np.ndarray, zeroed: np.ndarray, ranks: np.ndarray,

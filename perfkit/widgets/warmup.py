@@ -2,10 +2,11 @@
 plot is up, so that a tab's first visit only draws.
 
 Only computations run there (imports of a tab's modules, ``pop_metrics``, ``diagnose``): no panel or
-holoviews object is made outside the session's own thread. A result is shared by :func:`shared` or
-:class:`Memo`: a tab shown while its result is being prepared waits for it rather than computing it a
-second time. A computation that fails in the background is left for the tab, which computes it again
-when shown and shows the error there.
+holoviews object is made outside the session's own thread. A result is shared as a
+:class:`perfkit.widgets.kept.Once`: a tab shown while its result is being prepared shows a placeholder and waits
+for it in a thread of its own (:class:`perfkit.widgets.offloop.OffLoop`), never on the event loop, rather than
+computing it a second time. A computation that fails in the background is left for the tab, which computes it
+again when shown and shows the error there.
 
 In a notebook or Voila (widgets through ipywidgets), the dashboard is drawn only once the page has loaded
 its scripts and asked the kernel for the widgets' state: in Voila 3-5 s after the notebook has run. The
@@ -17,11 +18,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
-
-import numpy as np
+from collections.abc import Callable
+from typing import Any
 
 #: Seconds from the dashboard's first rendering to the start of the background work (the first plot's
 #: models reach the page in that time: the work would otherwise compete with them for the interpreter).
@@ -31,8 +29,6 @@ START_DELAY_S = 2.0
 SHOWN_TIMEOUT_S = 30.0
 #: Interval between two looks at whether the page shows the dashboard [s].
 POLL_S = 0.1
-
-T = TypeVar("T")
 
 
 class Warmup:
@@ -83,39 +79,3 @@ def shown_through_ipywidgets(view: Any) -> bool:
     return any(type(widget).__name__ == "BokehModel" and getattr(widget, "_view_count", None)
                and getattr(getattr(widget, "_model", None), "id", None) in roots
                for widget in list(_instances.values()))
-
-
-def shared(compute: Callable[[], T]) -> Callable[[], T]:
-    """``compute()`` on first use only, whatever the thread; a second caller waits for the first's result.
-    A failed computation is not kept: the next call tries again."""
-    made: list[T] = []
-    lock = threading.Lock()
-
-    def get() -> T:
-        with lock:
-            if not made:
-                made.append(compute())
-            return made[0]
-
-    return get
-
-
-class Memo(Generic[T]):
-    """The last ``size`` results of ``compute(run, ranks)`` (``ranks`` an array of ranks or None), shared
-    between threads as :func:`shared` shares one."""
-
-    def __init__(self, compute: Callable[[str, np.ndarray | None], T], size: int = 8) -> None:
-        self.compute = compute
-        self.size = size
-        self._results: OrderedDict[Hashable, T] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __call__(self, run: str, ranks: np.ndarray | None = None) -> T:
-        key = (run, None if ranks is None else np.asarray(ranks, dtype=np.int64).tobytes())
-        with self._lock:
-            if key not in self._results:
-                self._results[key] = self.compute(run, ranks)
-                while len(self._results) > self.size:
-                    self._results.popitem(last=False)
-            self._results.move_to_end(key)
-            return self._results[key]

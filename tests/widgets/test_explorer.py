@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+
 import holoviews as hv
 import numpy as np
 import panel as pn
@@ -198,3 +202,63 @@ def test_per_rank_view_reads_profiles_without_traffic(series, monkeypatch):
     monkeypatch.setattr(ranks, "RunBlock", lambda ds, *a, **kw: seen.append("traffic" in ds) or block(ds, *a, **kw))
     explore(series).get_root()
     assert seen == [False]
+
+
+def test_a_tab_shown_before_its_result_is_ready_leaves_the_event_loop_free(series, monkeypatch):
+    """The efficiency tab shown while ``pop_metrics`` still computes: a placeholder at once, the session's event
+    loop (here a kernel's) runs other callbacks and controls meanwhile, and the tab is drawn with the real
+    efficiencies, on the loop's thread, once they are there."""
+    from perfkit.widgets import explorer as module
+    from perfkit.widgets import offloop, warmup
+
+    monkeypatch.setattr(offloop, "_in_kernel", lambda: True)  # this test's event loop plays a kernel's
+    monkeypatch.setattr(warmup, "START_DELAY_S", 600.0)  # no background preparation: the tab asks first
+    released, real = threading.Event(), module.pop_metrics
+
+    def blocked_pop_metrics(ds):  # released by a callback of the event loop only
+        if not released.wait(15):
+            raise TimeoutError("pop_metrics never released: the event loop was held")
+        return real(ds)
+
+    monkeypatch.setattr(module, "pop_metrics", blocked_pop_metrics)
+
+    async def session():
+        loop, seen = asyncio.get_running_loop(), {}
+        layout = explore(series, run="96/slt")
+        titles = layout.get_root().select({"type": Title})  # the per-rank plot's, kept while another tab shows
+        tabs = layout.select(pn.Tabs)[0]
+
+        def meanwhile():  # another callback of the loop, while the tab computes
+            seen["tab"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
+            widget(layout, pn.widgets.Select, "metric").value = "calls"  # a control, from the page
+            seen["title"] = [t.text for t in titles]
+            released.set()
+
+        loop.call_later(0.3, meanwhile)
+        tabs.active = tab_names(layout).index("efficiency")
+        seen["at_once"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
+        deadline = time.monotonic() + 60
+        while not tabs[tabs.active].select(pn.pane.HTML) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        seen["drawn"] = [pane.object for pane in tabs[tabs.active].select(pn.pane.HTML)]
+        seen["loop_thread"] = threading.current_thread()
+        return seen
+
+    seen = in_own_loop(session())
+    assert seen["at_once"].startswith("Computing the POP efficiencies")
+    assert seen["tab"] == seen["at_once"]  # the loop ran another callback while the tab computed
+    assert seen["title"] == ["96/slt: calls per rank by function"]  # and a control's change reached the plot
+    pop = perfkit.pop_metrics(series.drop_vars("traffic"))
+    (table,) = seen["drawn"]
+    for run in series["run"].values:
+        assert f"{float(pop['load_balance'].sel(run=run)):.2f}" in table
+
+
+def in_own_loop(coroutine):
+    """``coroutine``'s result, run by an event loop in a thread of its own (this thread may be marked as running a
+    browser driver's loop, where ``asyncio.run`` is refused)."""
+    ran = []
+    thread = threading.Thread(target=lambda: ran.append(asyncio.run(coroutine)))
+    thread.start()
+    thread.join(120)
+    return ran[0]

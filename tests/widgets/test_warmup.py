@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
-import numpy as np
 import pandas as pd
 import panel as pn
 
 from perfkit.widgets import warmup as module
-from perfkit.widgets.warmup import Memo, Warmup, shared
+from perfkit.widgets.warmup import Warmup
+from tests.widgets.tabs import drawing, show
 
 
 def test_tasks_run_in_order_in_a_thread_of_their_own_after_the_delay():
@@ -27,54 +27,6 @@ def test_tasks_run_in_order_in_a_thread_of_their_own_after_the_delay():
     assert [name for name, _, _ in seen] == ["first", "last"]
     assert {thread for _, thread, _ in seen} == {"perfkit-warmup"}
     assert seen[0][2] - started >= 0.2
-
-
-def test_a_second_caller_waits_for_the_first_result_instead_of_computing_again():
-    calls = []
-    gate = threading.Event()
-
-    def compute():
-        calls.append(1)
-        gate.wait(5)
-        return object()
-
-    get = shared(compute)
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(get())) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    time.sleep(0.2)
-    gate.set()
-    for thread in threads:
-        thread.join(5)
-    assert len(calls) == 1 and len(results) == 3 and len({id(r) for r in results}) == 1
-
-
-def test_a_failed_computation_is_tried_again():
-    outcomes = iter([ZeroDivisionError, "made"])
-
-    def compute():
-        outcome = next(outcomes)
-        if outcome is ZeroDivisionError:
-            raise outcome
-        return outcome
-
-    get = shared(compute)
-    try:
-        get()
-    except ZeroDivisionError:
-        pass
-    assert get() == "made"
-
-
-def test_memo_keys_on_run_and_ranks_and_forgets_the_oldest():
-    calls = []
-    memo = Memo(lambda run, ranks: calls.append((run, None if ranks is None else list(ranks))) or len(calls), size=2)
-    assert memo("a") == 1 and memo("a") == 1
-    assert memo("a", np.array([1, 2])) == 2 and memo("a", [1, 2]) == 2
-    assert memo("a", np.array([1, 3])) == 3  # three keys in a memo of two: "a" on every rank is forgotten
-    assert memo("a") == 4
-    assert calls == [("a", None), ("a", [1, 2]), ("a", [1, 3]), ("a", None)]
 
 
 def _explored_once_prepared(series, calls: list, monkeypatch) -> pn.Tabs:
@@ -103,9 +55,9 @@ def test_the_explorer_diagnoses_the_run_in_the_background_and_the_findings_tab_r
     monkeypatch.setattr(explorer, "diagnose",
                         lambda *a, **kw: calls.append(threading.current_thread().name) or real(*a, **kw))
     tabs = _explored_once_prepared(series, calls, monkeypatch)
-    tabs.active = list(tabs._names).index("findings")
-    assert calls == ["perfkit-warmup"]  # shown: drawn from the background's findings
-    assert "Findings for 48/slt on every rank" in tabs[tabs.active].select(pn.pane.Markdown)[0].object
+    shown = show(tabs, "findings")  # while the background diagnoses: a placeholder, then the findings
+    assert "Findings for 48/slt on every rank" in shown.select(pn.pane.Markdown)[0].object
+    assert calls == ["perfkit-warmup"]  # drawn from the background's findings
 
 
 def test_the_work_waits_until_the_page_shows_the_dashboard():
@@ -144,7 +96,7 @@ def test_shown_once_the_page_has_a_view_of_the_dashboards_widget():
 
 def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_reuses_it(monkeypatch):
     """On a lazy store each scaling table is a pass over the cube: the first view's is computed once, in the
-    background, and a choice made again is not computed again."""
+    background, another off the event loop, and a choice made again is not computed again."""
     import perfkit
     from perfkit.widgets import scaling as tab
     from tests.helpers import ROOT
@@ -155,13 +107,15 @@ def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_r
     monkeypatch.setattr(tab, "scaling", lambda *a, **kw: calls.append(threading.current_thread().name) or (
         tables.append(real(*a, **kw)) or tables[-1]))
     tabs = _explored_once_prepared(series, calls, monkeypatch)
-    tabs.active = list(tabs._names).index("scaling")
-    shown = tabs[tabs.active]
-    assert calls == ["perfkit-warmup"]  # shown: drawn from the background's table
+    shown = show(tabs, "scaling")
+    assert calls == ["perfkit-warmup"] and shown.select(pn.pane.HoloViews)  # drawn from the background's table
     metric = next(w for w in shown.select(pn.widgets.Select) if w.name == "metric")
-    metric.value = metric.options[1]
-    assert calls == ["perfkit-warmup", "MainThread"]
+    metric.value = metric.options[1]  # a table not computed yet: a placeholder, the table computed in a thread
+    deadline = time.monotonic() + 60
+    while drawing(shown) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert calls == ["perfkit-warmup", "perfkit-tab"] and shown.select(pn.pane.HoloViews)
     metric.value = metric.options[0]
-    assert calls == ["perfkit-warmup", "MainThread"]  # chosen again: kept
+    assert calls == ["perfkit-warmup", "perfkit-tab"] and shown.select(pn.pane.HoloViews)  # chosen again: kept
     # the first view's table: every run's time, as scaling gives it for the series
     pd.testing.assert_frame_equal(tables[0], real(series, by="system", metric=metric.options[0]))
