@@ -45,6 +45,7 @@ from bokeh.plotting import figure
 
 import perfkit
 from perfkit.analysis.traffic import aggregate, inter_group_share
+from perfkit.placement.cost import cost_text
 from perfkit.plots.axes import si_formatter
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 from perfkit.widgets.selection import describe_ranks
@@ -63,18 +64,18 @@ STRATEGY_LABELS = {"block": "block", "round_robin": "round-robin", "random": "ra
 #: File name offered by each launch format's download button.
 FILENAMES = {"permutation": "mpiplace_perm", "rankfile": "rankfile", "machinefile": "machinefile",
              "mpt": "mpt_hosts", "cray": "MPICH_RANK_ORDER"}
-#: Rows of the cost table: ``PlacementCost`` field -> label with unit.
+#: Rows of the cost table: ``PlacementCost`` field -> label (the cells carry the unit: ``6.94 GB``, ``185 ms``).
 COST_ROWS = {
-    "inter_node_bytes": "inter-node bytes [B]",
+    "inter_node_bytes": "inter-node bytes",
     "inter_node_fraction": "inter-node share of bytes",
-    "bytes_socket": "bytes within a socket [B]",
-    "bytes_node": "bytes between sockets of a node [B]",
-    "bytes_switch": "bytes between nodes of a leaf switch [B]",
-    "bytes_network": "bytes across switches [B]",
-    "hop_bytes": "hop-bytes [B x links]",
-    "max_nic_bytes": "busiest node's network bytes [B]",
+    "bytes_socket": "bytes within a socket",
+    "bytes_node": "bytes between sockets of a node",
+    "bytes_switch": "bytes between nodes of a leaf switch",
+    "bytes_network": "bytes across switches",
+    "hop_bytes": "hop-bytes (bytes x links crossed)",
+    "max_nic_bytes": "busiest node's network bytes",
     "weighted_cost": "Scotch objective (weighted bytes)",
-    "time_s": "estimated comm time [s]",
+    "time_s": "estimated comm time",
 }
 #: Seconds a map runs before the progress bar and Cancel show (quick answers come without flicker).
 BUSY_DELAY_S = 0.4
@@ -191,6 +192,18 @@ def cost_table(block: Placement, placed: Placement) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         frame["vs block"] = np.where(frame["block"] != 0, frame[column] / frame["block"], np.nan)
     return frame
+
+
+def readable_cost_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cost_table` in words (:func:`perfkit.placement.cost.cost_text`): ``6.94 GB``, ``34%``, ``185 ms``,
+    ``0.66`` against block, ``–`` where a ratio is not defined (block's cost is 0)."""
+    field = {text: key for key, text in COST_ROWS.items()}
+    shown = frame.astype(object)
+    for index, measure in frame["measure"].items():
+        for column in frame.columns[1:3]:
+            shown.at[index, column] = cost_text(field[measure], frame.at[index, column])
+        shown.at[index, "vs block"] = cost_text("vs_block", frame.at[index, "vs block"])
+    return shown
 
 
 def compute_result(data: Any, topology: Topology, strategy: str, *, timeout: float | None = 60.0,
@@ -480,8 +493,8 @@ class PlacementView:
         self.cancel.on_click(lambda _: self.cancel_job())
         self.status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.decision = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, float_format="{:.4g}".format,
-                                       stylesheets=[MEASURE_CSS], sizing_mode="stretch_width", max_width=900)
+        self.table = pn.pane.DataFrame(pd.DataFrame(), index=False, stylesheets=[MEASURE_CSS],
+                                       sizing_mode="stretch_width", max_width=900)
         self.prediction = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.measured = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.forecast = pn.pane.DataFrame(pd.DataFrame(), index=False, stylesheets=[MEASURE_CSS],
@@ -693,7 +706,7 @@ class PlacementView:
             return
         self.result, self._current_ok = outcome, True
         self.decision.object = decision_text(outcome)
-        self.table.object = outcome.table
+        self.table.object = readable_cost_table(outcome.table)
         self._show_prediction(outcome)
         self._show_selection()
         frames = heatmap_frames(outcome)

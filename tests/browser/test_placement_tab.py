@@ -46,7 +46,7 @@ def test_placement_tab_under_panel_serve(page, serve, artifacts, tmp_path):
     shown.wait_for(timeout=30_000)
     if "Mapping" in shown.inner_text():  # the first map also cuts the run out of the series: usually seconds
         page.screenshot(path=artifacts / "panel-serve-placement-mapping.png")  # progress bar and Cancel
-    page.locator("text=inter-node bytes [B] >> visible=true").first.wait_for(timeout=MAP_TIMEOUT * 1000)
+    page.locator("text=inter-node bytes >> visible=true").first.wait_for(timeout=MAP_TIMEOUT * 1000)
     first_table = table_text(page)
     assert "Scotch" in first_table and "vs block" in first_table, first_table
     assert shows(page, "96 ranks on 4 nodes x 24 cores (2 sockets, one switch), Scotch;")

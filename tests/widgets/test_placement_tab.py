@@ -12,6 +12,7 @@ import pytest
 import xarray as xr
 
 import perfkit
+from perfkit import text
 from perfkit.placement.network import Network
 from perfkit.placement.predict import predict_placement, run_seconds
 from perfkit.widgets import placement as tab
@@ -57,10 +58,16 @@ def test_tab_numbers_match_the_matrix(run96):
     assert (view.state.nodes, view.state.cores, view.state.sockets) == (4, 24, 2)  # the run's own nodes x ppn
     matrix = dense_bytes(run96)
     table = result.table.set_index("measure")
-    assert table.loc["inter-node bytes [B]", "block"] == pytest.approx(inter_node(matrix, np.arange(96) // 24))
-    assert table.loc["inter-node bytes [B]", "Scotch"] == pytest.approx(inter_node(matrix, result.placed.node))
-    assert table.loc["inter-node bytes [B]", "vs block"] == pytest.approx(
+    assert table.loc["inter-node bytes", "block"] == pytest.approx(inter_node(matrix, np.arange(96) // 24))
+    assert table.loc["inter-node bytes", "Scotch"] == pytest.approx(inter_node(matrix, result.placed.node))
+    assert table.loc["inter-node bytes", "vs block"] == pytest.approx(
         inter_node(matrix, result.placed.node) / inter_node(matrix, np.arange(96) // 24))
+    shown = view.table.object.set_index("measure")  # in words, as the tab shows it
+    assert shown.loc["inter-node bytes", "block"] == text.nbytes(inter_node(matrix, np.arange(96) // 24))
+    assert shown.loc["inter-node share of bytes", "Scotch"] == text.percent(
+        inter_node(matrix, result.placed.node) / matrix[~np.eye(96, dtype=bool)].sum())
+    assert shown.loc["bytes across switches", "vs block"] == "–"  # one switch: 0 B under both, no ratio
+    assert not text.unreadable(shown.to_string()), text.unreadable(shown.to_string())
     before, after = result.node_traffic
     assert float(np.asarray(before.data).sum()) == pytest.approx(matrix.sum())  # self-sends kept on the diagonal
     blocks = matrix.reshape(4, 24, 4, 24).sum(axis=(1, 3))
