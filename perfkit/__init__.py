@@ -9,7 +9,8 @@ import perfkit.signals  # first: run as the ``perfkit`` command, Ctrl-C during t
 
 __version__ = "0.1.0"
 
-import perfkit.accessor  # noqa: F401  (registers the ds.perf accessor)
+import perfkit.accessor  # registers the ds.perf accessor
+import perfkit.imports  # noqa: F401  (dask.array without sparse, numba and scipy, before xarray imports it with them)
 from perfkit.errors import ContractError, PerfkitFormatError, PerfkitWarning
 from perfkit.io.open import open_profile, open_runs
 from perfkit.model import KINDS, METRICS, combine_runs, validate

@@ -220,16 +220,27 @@ def traffic_quantities(n: int) -> list[str]:
     return allowed[n]
 
 
+def summed_entries(coords: np.ndarray, data: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted flat (C-order) indices within ``shape`` of the entries ``data`` [float] at ``coords`` (one row
+    per axis), and their values [float64], duplicates summed."""
+    linear = np.ravel_multi_index(np.asarray(coords, dtype=np.int64), shape)
+    unique, inverse = np.unique(linear, return_inverse=True)
+    return unique, np.bincount(inverse, weights=np.asarray(data, dtype=np.float64), minlength=unique.size)
+
+
 def sorted_coo(coords: np.ndarray, data: np.ndarray, shape: tuple[int, ...]) -> Any:
     """``sparse.COO`` (fill 0) of ``data`` [float] at ``coords`` (one row per axis, within ``shape``; duplicates
     summed), its coordinates sorted and summed with numpy: sparse's own checking and sorting compile numba code
     the first time a process uses them (2.7 s before a first file is read)."""
+    return flat_coo(*summed_entries(coords, data, shape), shape)
+
+
+def flat_coo(flat: np.ndarray, values: np.ndarray, shape: tuple[int, ...]) -> Any:
+    """``sparse.COO`` (fill 0) of ``values`` [float64] at the sorted, distinct flat indices ``flat`` within ``shape``
+    (as :func:`summed_entries` gives them)."""
     import sparse
 
-    linear = np.ravel_multi_index(np.asarray(coords, dtype=np.int64), shape)
-    unique, inverse = np.unique(linear, return_inverse=True)
-    summed = np.bincount(inverse, weights=np.asarray(data, dtype=np.float64), minlength=unique.size)
-    return sparse.COO(np.stack(np.unravel_index(unique, shape)), summed, shape=shape, fill_value=0.0,
+    return sparse.COO(np.stack(np.unravel_index(flat, shape)), values, shape=shape, fill_value=0.0,
                       has_duplicates=False, sorted=True)
 
 

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
 import param
+
+from perfkit.imports import unimportable
 
 
 def in_voila() -> bool:
@@ -170,18 +171,3 @@ def environment(**values: str) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-@contextmanager
-def unimportable(name: str) -> Iterator[None]:
-    """``import name`` raises ImportError inside the block, unless the module is imported already; afterwards it
-    imports as before."""
-    if name in sys.modules:
-        yield
-        return
-    sys.modules[name] = None  # type: ignore[assignment]  (the import system's mark of a module that cannot import)
-    try:
-        yield
-    finally:
-        if sys.modules.get(name, ...) is None:
-            del sys.modules[name]

@@ -37,7 +37,7 @@ from perfkit.io.mpinside.tables import (
     rank_column,
     split_header,
 )
-from perfkit.model import COLLECTIVE_BYTES, TRAFFIC_QUANTITIES, dense_traffic, make_run, sorted_coo
+from perfkit.model import COLLECTIVE_BYTES, TRAFFIC_QUANTITIES, dense_traffic, flat_coo, make_run, summed_entries
 from perfkit.options import too_big
 
 #: The comment lines before the first table are read up to this size [B] (100,000 ranks' host names
@@ -420,9 +420,11 @@ def _traffic(matrices: dict[str, Entries], ranks: np.ndarray, path: Path, warnin
         coords.append(np.stack([sender, receiver, np.full(sender.size, q)]))
         data.append(v)
     absent = [q for q, n_ in _MATRIX_QUANTITY.items() if q not in matrices]
-    arr = sorted_coo(np.concatenate(coords, axis=1), np.concatenate(data), (n, n, len(quantities)))
-    if dense_traffic(n, arr.nnz):
-        dense = arr.todense()
+    shape = (n, n, len(quantities))
+    flat, summed = summed_entries(np.concatenate(coords, axis=1), np.concatenate(data), shape)
+    if dense_traffic(n, flat.size):  # without sparse, which imports numba (0.14-0.5 s)
+        dense = np.zeros(shape)
+        dense.flat[flat] = summed
         for name in absent:
             dense[:, :, TRAFFIC_QUANTITIES.index(_MATRIX_QUANTITY[name])] = np.nan
         if absent:
@@ -432,5 +434,5 @@ def _traffic(matrices: dict[str, Entries], ranks: np.ndarray, path: Path, warnin
     if absent:
         warnings.append(f"no {', '.join(absent)} matrix in the file: those traffic quantities read as 0 "
                         "in the sparse matrix")
-    return arr
+    return flat_coo(flat, summed, shape)
 
