@@ -12,8 +12,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from perfkit.text import unreadable
 from tests.helpers import ROOT
-from tools.checked_outputs import is_checked, problems, stripped
+from tools.checked_outputs import is_checked, problems, read_references, stripped
 
 NOTEBOOKS = ROOT / "notebooks"
 COURSE = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -54,6 +55,23 @@ def test_has_checked_cells_and_ends_with_your_own_files(path):
     notebook = read(path)
     assert any(is_checked(cell) for cell in notebook.cells)
     assert "own files" in "".join(cell.source for cell in notebook.cells[-3:] if cell.cell_type == "markdown").lower()
+
+
+#: A cell whose output shows NaN on purpose (to teach what it means) says so in its source.
+NAN_ON_PURPOSE = "NaN on purpose"
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name)
+def test_outputs_read_as_numbers_not_nan_or_exponents(path):
+    """What the checked cells print has no NaN, None, inf, ``1e+09`` or ``np.float64`` in it (:func:`unreadable`),
+    unless the cell says it shows NaN on purpose."""
+    sources = {cell.get("id"): cell.source for cell in read(path).cells}
+    for cell_id, cell in read_references(path).items():
+        if NAN_ON_PURPOSE in sources.get(cell_id, ""):
+            continue
+        for output in cell.get("outputs", []):
+            shown = output.get("text") or output.get("data", {}).get("text/plain") or ""
+            assert not unreadable("".join(shown)), f"cell {cell_id} prints {unreadable(''.join(shown))[:5]}"
 
 
 @pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
