@@ -66,7 +66,7 @@ from perfkit.model import (
     variable_dims,
 )
 from perfkit.signals import deferred, ignored_by_children
-from perfkit.storage import RUN_CHUNK, load, mark_complete, save, stored
+from perfkit.storage import COMPLETE, RUN_CHUNK, load, mark_complete, save, stored
 
 #: Output kinds ``convert`` writes: a zarr store (lazy loading, appending) or a netCDF-4 file.
 SUFFIXES = (".zarr", ".nc")
@@ -543,6 +543,12 @@ def start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
+def reader_modules() -> list[str]:
+    """This module and the formats' readers: what a reader process imports on its first read (1.6-1.8 s of CPU
+    here). A local pool's forkserver imports them once; a cluster's workers can import them as they start:
+    ``LocalCluster(..., preload=reader_modules())`` (``preload`` of ``distributed`` workers)."""
+    return [__name__, *sorted({fmt.module for fmt in FORMATS.values()})]
+
 def _local_pool(n: int) -> ProcessPoolExecutor:
     """The kept pool if it has ``n`` processes, else a new one (the old one shut down), its readers started at
     once (``start_method``)."""
@@ -552,7 +558,7 @@ def _local_pool(n: int) -> ProcessPoolExecutor:
     method = start_method()
     context = multiprocessing.get_context(method)
     if method == "forkserver":  # the readers' modules too, imported on a first read otherwise (by each reader)
-        context.set_forkserver_preload([__name__, *sorted({fmt.module for fmt in FORMATS.values()})])
+        context.set_forkserver_preload(reader_modules())
     pool = ProcessPoolExecutor(n, mp_context=context)
     _POOL.append((n, pool))
     return pool
@@ -601,15 +607,11 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
         template.update(_empty_pairs(n_runs, sizes["sender"], sizes["quantity"]))
     layout = validate(combine_coord_attrs(xr.Dataset(template, coords=coords, attrs=attrs), sources))
     blank = [name for name in dims_of if dtypes[name] == np.float64]  # their metadata only, as xarray would write it
-    encoded, _ = xr.conventions.encode_dataset_coordinates(layout)  # (the "coordinates" attribute)
+    encoded, group_attrs = xr.conventions.encode_dataset_coordinates(layout)  # (the "coordinates" attribute)
     with deferred():  # text variables: every chunk is the fill value, none is written
-        layout.drop_vars(blank).to_zarr(target, mode="w", consolidated=True, zarr_format=2, write_empty_chunks=False,
-                                        encoding=_encoding(layout.drop_vars(blank), {
-                                            name: {"chunks": tuple(chunks[d] for d in dims)}
-                                            for name, dims in dims_of.items() if name not in blank}))
-        convert_chunks.add_blank_arrays(target, {
-            name: (layout[name].shape, tuple(chunks[d] for d in dims_of[name]),
-                   {"_ARRAY_DIMENSIONS": list(dims_of[name]), **encoded[name].attrs}) for name in blank})
+        if pairs or not convert_chunks.write_layout(target, encoded, group_attrs, {
+                name: tuple(chunks[d] for d in dims) for name, dims in dims_of.items()}):
+            _write_layout(layout, target, dims_of, chunks, blank, encoded)
     with deferred():
         moved = _move_aligned(sources, target, coords, dims_of, chunks)
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
@@ -652,9 +654,25 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                         block.to_zarr(target, region={"run": slice(start, start + len(parts))}, zarr_format=2)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    with deferred():
-        mark_complete(target, n_runs)
+    with deferred():  # the completeness mark, last; pair tables appended: their shapes consolidated again
+        if pairs:
+            mark_complete(target, n_runs)
+        else:
+            convert_chunks.add_attrs(target, {COMPLETE: n_runs})
     return target
+
+
+def _write_layout(layout: xr.Dataset, target: Path, dims_of: dict[str, tuple[str, ...]], chunks: dict[str, int],
+                  blank: Sequence[str], encoded: dict[str, xr.Variable]) -> None:
+    """The store's layout written through xarray and zarr (what ``convert_chunks.write_layout`` does not write: pair
+    tables, other dtypes), the float64 ``blank`` variables' metadata only."""
+    layout.drop_vars(blank).to_zarr(target, mode="w", consolidated=True, zarr_format=2, write_empty_chunks=False,
+                                    encoding=_encoding(layout.drop_vars(blank), {
+                                        name: {"chunks": tuple(chunks[d] for d in dims)}
+                                        for name, dims in dims_of.items() if name not in blank}))
+    convert_chunks.add_blank_arrays(target, {
+        name: (layout[name].shape, tuple(chunks[d] for d in dims_of[name]),
+               {"_ARRAY_DIMENSIONS": list(dims_of[name]), **encoded[name].attrs}) for name in blank})
 
 
 def _move_aligned(sources: Sequence[xr.Dataset], target: Path, coords: dict[str, Any],

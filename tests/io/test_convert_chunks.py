@@ -176,6 +176,62 @@ def test_blank_arrays_have_the_metadata_xarray_writes_for_dask_arrays_and_no_chu
     assert back["profile"].isnull().all() and set(back.coords) == {"run", "rank", "label"}
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(runs=st.integers(1, 4), ranks=st.integers(1, 12), chunk=st.integers(1, 5), unknown=st.booleans())
+def test_write_layout_writes_what_to_zarr_writes(tmp_path_factory, runs, ranks, chunk, unknown):
+    """write_layout against xarray's own to_zarr of the same layout (float, int, fixed-width and variable-length text
+    coordinates, all-NaN and all-empty ones among them; blank float and text variables): the same .zarray of every
+    array, the same chunk files, the same Dataset read back; a coordinate of another dtype is left to xarray."""
+    import json
+
+    folder = tmp_path_factory.mktemp("layout")
+    dims = ("run", "rank", "function")
+    shape = (runs, ranks, 2)
+    nodes = np.full(runs, np.nan) if unknown else np.arange(runs) + 1.0
+    layout = xr.Dataset(
+        {"profile": (dims, np.broadcast_to(np.nan, shape), {"units": "s"}),
+         "host": (dims[:2], np.broadcast_to(np.array("", dtype="<U7"), shape[:2]))},
+        coords={"run": [f"r{k}" for k in range(runs)], "rank": np.arange(ranks) * 3,
+                "function": np.array(["MPI_Send", "MPI_Allreduce"], dtype=object),
+                "nodes": ("run", nodes), "system": ("run", np.array(["" if unknown else "hpc"] * runs)),
+                "kind": ("function", ["p2p", "collective"])},
+        attrs={"reader": "perfkit.io.mpinside", "runs": np.int64(runs), "shares": np.array([0.5, 0.25])})
+    chunks = {"profile": (1, chunk, 2), "host": (1, chunk)}
+    layout.to_zarr(folder / "xarray.zarr", mode="w", consolidated=True, zarr_format=2, write_empty_chunks=False,
+                   encoding={name: {"chunks": c, "compressors": (convert_chunks.COMPRESSOR,)}
+                             for name, c in chunks.items()})
+    variables, attrs = xr.conventions.encode_dataset_coordinates(layout)
+    assert convert_chunks.write_layout(folder / "ours.zarr", variables, attrs, chunks)
+    for name in layout.variables:
+        theirs, ours = folder / "xarray.zarr" / str(name), folder / "ours.zarr" / str(name)
+        assert json.loads((ours / ".zarray").read_text()) == json.loads((theirs / ".zarray").read_text()), name
+        assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir()), name
+    xr.testing.assert_identical(xr.open_zarr(folder / "ours.zarr").load(), xr.open_zarr(folder / "xarray.zarr").load())
+    dated = layout.assign_coords(start=("run", np.array(["2026-11-26"] * runs, dtype="datetime64[ns]")))
+    variables, attrs = xr.conventions.encode_dataset_coordinates(dated)
+    assert not convert_chunks.write_layout(folder / "dated.zarr", variables, attrs, chunks)
+    assert not (folder / "dated.zarr").exists()
+
+
+def test_add_attrs_marks_a_store_as_mark_complete_does(tmp_path):
+    """The completeness mark added by add_attrs: the same group attributes and consolidated metadata as
+    storage.mark_complete's (zarr's), and the store loads."""
+    import json
+    import shutil
+
+    from perfkit import storage
+
+    run = make_run(np.ones((3, 1, 1)), ranks=[0, 1, 2], functions=["f"], metrics=["time"], run={"label": "r0"})
+    run.to_zarr(tmp_path / "zarr.zarr", mode="w", consolidated=True, zarr_format=2)
+    shutil.copytree(tmp_path / "zarr.zarr", tmp_path / "ours.zarr")
+    storage.mark_complete(tmp_path / "zarr.zarr", 1)
+    convert_chunks.add_attrs(tmp_path / "ours.zarr", {storage.COMPLETE: 1})
+    for key in (".zattrs", ".zmetadata"):
+        assert json.loads((tmp_path / "ours.zarr" / key).read_text()) == json.loads(
+            (tmp_path / "zarr.zarr" / key).read_text())
+    xr.testing.assert_identical(storage.load(tmp_path / "ours.zarr"), storage.load(tmp_path / "zarr.zarr"))
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=st.tuples(st.integers(1, 3), st.integers(1, 11), st.integers(1, 4)), chunk=st.integers(1, 5),
        nan_share=st.sampled_from([0.0, 0.5, 1.0]), data=st.data())
