@@ -22,6 +22,7 @@ In a kernel Voila started (a dashboard: no one types ``help()`` there), two cost
 - the extension JavaScript (3 MB) published a second time under holoviews' own MIME type beside
   ``application/javascript``. Voila runs the latter only (JupyterLab's holoviews extension does not load in
   Voila's page), so the page and the kernel's messages carry it once. In JupyterLab both are kept.
+- BokehJS's WebGL part (``bokeh-gl``), which plots drawn on the canvas do not use.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def setup_notebook(comms: Literal["default", "ipywidgets"] = "default") -> None:
 
     ``comms="ipywidgets"`` is for notebooks served by Voila, where widgets talk through ipywidgets.
     """
-    with scripts_once(in_voila()):
+    with scripts_once(in_voila()), canvas_bundle(in_voila()):
         with environment(HV_HIDE_TOOLTIP_LOGO="1"), unimportable("nbformat"):
             hv.extension("bokeh", inline=True)
         pn.extension(inline=True, comms=comms)
@@ -156,6 +157,24 @@ def scripts_once(once: bool = True) -> Iterator[None]:
         yield
     finally:
         IPython.display.publish_display_data = publish
+
+
+@contextmanager
+def canvas_bundle(canvas_only: bool = True) -> Iterator[None]:
+    """Inside the block (when ``canvas_only``), panel's notebook set-up inlines BokehJS without its WebGL part
+    (``bokeh-gl``, 190 kB of the 3 MB): the plots here draw on a 2D canvas (:mod:`perfkit.plots.canvas`), and a
+    plot that asks for WebGL where the part is missing is drawn on the canvas instead."""
+    if not canvas_only:
+        yield
+        return
+    import panel.io.notebook  # load_notebook looks its INLINE resources up at each call
+
+    inline = panel.io.notebook.INLINE
+    panel.io.notebook.INLINE = inline.clone(components=[c for c in inline.components if c != "bokeh-gl"])
+    try:
+        yield
+    finally:
+        panel.io.notebook.INLINE = inline
 
 
 @contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import holoviews as hv
 import panel as pn
 import pytest
@@ -11,7 +13,13 @@ from panel.io.notebook import LOAD_MIME
 from panel.io.resources import CDN_DIST
 from panel.viewable import Viewable
 
-from perfkit.plots.offline import inline_cdn_stylesheets, param_docstrings, setup_notebook, without_load_copy
+from perfkit.plots.offline import (
+    canvas_bundle,
+    inline_cdn_stylesheets,
+    param_docstrings,
+    setup_notebook,
+    without_load_copy,
+)
 
 
 def linked_sheets(root) -> set[str]:
@@ -120,19 +128,36 @@ def run_setup(monkeypatch, voila: bool) -> list[dict]:
     return [*notebook.cells[0].outputs, notebook.cells[1].outputs[0]]
 
 
-def test_a_voila_kernel_gets_each_script_once_and_no_parameter_tables(monkeypatch):
+def bundles(script: str) -> list[str]:
+    """The BokehJS bundles a load script inlines, by the markers panel puts around each."""
+    return re.findall(r"/\* BEGIN ([\w.-]+) \*/", script)
+
+
+def test_a_voila_kernel_gets_each_script_once_no_webgl_part_and_no_parameter_tables(monkeypatch):
     *outputs, printed = run_setup(monkeypatch, voila=True)
     scripts = [o["data"] for o in outputs if "application/javascript" in o.get("data", {})]
     assert len(scripts) == 4 and sum(len(s["application/javascript"]) for s in scripts) > 2_000_000
     assert not any(LOAD_MIME in o.get("data", {}) for o in outputs)
+    inlined = [b for s in scripts for b in bundles(s["application/javascript"])]
+    assert "bokeh.min.js" in inlined and "bokeh-widgets.min.js" in inlined and "bokeh-gl.min.js" not in inlined
     assert printed["text"] == "False True\n"  # panel's classes undescribed; param's default back for later classes
 
 
-def test_a_notebook_kernel_keeps_both_script_types_and_parameter_tables(monkeypatch):
+def test_a_notebook_kernel_keeps_both_script_types_the_webgl_part_and_parameter_tables(monkeypatch):
     *outputs, printed = run_setup(monkeypatch, voila=False)
     scripts = [o["data"] for o in outputs if "application/javascript" in o.get("data", {})]
     assert len(scripts) == 4 and all(s[LOAD_MIME] == s["application/javascript"] for s in scripts)
+    assert "bokeh-gl.min.js" in [b for s in scripts for b in bundles(s["application/javascript"])]
     assert printed["text"] == "True True\n"
+
+
+def test_the_canvas_bundle_restores_panels_resources():
+    import panel.io.notebook
+
+    before = panel.io.notebook.INLINE
+    with canvas_bundle():
+        assert "bokeh-gl" not in panel.io.notebook.INLINE.components and "bokeh-gl" in before.components
+    assert panel.io.notebook.INLINE is before
 
 
 def test_only_a_repeated_load_script_is_dropped():
