@@ -16,7 +16,8 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +97,7 @@ def write_atomically(path: Path, content: str) -> None:
 def build_report(ds: xr.Dataset, sources: Sequence[str] = ()) -> str:
     """The report of ``ds`` as one HTML page with its scripts and styles inline."""
     import holoviews as hv
+    from bokeh.core.validation.warnings import FIXED_SIZING_MODE
     from bokeh.embed import components
 
     from perfkit.analysis.diagnosis import diagnose
@@ -111,14 +113,28 @@ def build_report(ds: xr.Dataset, sources: Sequence[str] = ()) -> str:
     plots: dict[str, Any] = {}
     sections = [_header(ds, sources), _runs_section(ds, pop), _pop_section(pop), _scaling_section(ds, pop, plots),
                 _findings_section(findings), _per_run_section(ds, runs, findings, plots)]
-    script, divs = components({key: hv.render(obj, backend="bokeh") for key, obj in plots.items()}) if plots \
-        else ("", {})
+    with _silenced(FIXED_SIZING_MODE):  # heatmaps are sized by their data area (frame_width), which it overlooks
+        script, divs = components({key: hv.render(obj, backend="bokeh") for key, obj in plots.items()}) if plots \
+            else ("", {})
     body = "\n".join(sections)
     for key, div in divs.items():
         body = body.replace(f"<!--plot:{key}-->", f'<div class="plot">{div}</div>')
     title = f"perfkit report: {fmt.plural(len(runs), 'run')}"
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{html.escape(title)}"
             f"</title>\n{_inline_resources()}\n<style>{STYLE}</style>\n{script}\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+
+
+@contextmanager
+def _silenced(warning: Any) -> Iterator[None]:
+    """Bokeh's validation ``warning`` left out inside the block (as it was before, after it)."""
+    from bokeh.core.validation import check, silence
+
+    before = warning in check.__silencers__
+    silence(warning, True)
+    try:
+        yield
+    finally:
+        silence(warning, before)
 
 
 def _inline_resources() -> str:

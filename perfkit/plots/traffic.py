@@ -102,10 +102,15 @@ def heatmap(
 
     The axes span ``ranks`` only, also beside another heatmap (no axes shared in a layout).
     Above ``MAX_DENSE`` ranks the non-zero pairs are rasterised into ``pixels`` x ``pixels``.
+    Raises ValueError when no pair in view has a non-zero value (nothing to colour).
     """
     matrix = traffic_matrix(traffic, run=run, quantity=quantity)
     lo, hi = _window(ranks, matrix.shape[0])
     matrix = matrix[lo:hi][:, lo:hi]
+    if matrix.nnz == 0 or not np.any(matrix.data):
+        where = f"run {run}" if run is not None else "the matrix"
+        raise ValueError(f"no {quantity} between ranks {lo}-{hi - 1} in {where} to draw: every pair is 0 or the "
+                         "profile holds no transfer matrix for it")
     element = _image(matrix, lo, ["receiver", "sender"], quantity, pixels)
     label = title or f"{quantity} sent, ranks {lo}-{hi - 1}"
     clabel = f"{quantity} [{UNITS.get(quantity, '')}]"

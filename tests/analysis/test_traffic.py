@@ -251,6 +251,8 @@ def test_heatmap_orientation_zoom_and_rasterised_large_matrix(tplots):
     assert float(np.nansum(big.data["bytes"].values)) == pytest.approx(stencil((20, 20, 20)).sum())
     with pytest.raises(ValueError, match="contiguous"):
         tplots.heatmap(HAND, ranks=(3, 1))
+    with pytest.raises(ValueError, match="no bytes between ranks 0-3 in the matrix to draw"):
+        tplots.heatmap(np.zeros((4, 4)))  # a run without a matrix: said, not a TypeError from the colour range
 
 
 def test_before_after_titles_and_locality_bars(tplots):
