@@ -78,9 +78,11 @@ def summary(ranks: pd.DataFrame, unit: str) -> pd.DataFrame:
 
 
 def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric: str = "time",
-                 study: StudySummary | None = None) -> pn.Column:
+                 study: StudySummary | None = None,
+                 differences: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> pn.Column:
     """A against B: the table of :func:`summary`, ``A - B`` per group (bars) and per rank (spikes); ``study``:
-    ``ds``'s :func:`perfkit.widgets.study_summary.summarise` when known (else ``ds`` is read for it)."""
+    ``ds``'s :func:`perfkit.widgets.study_summary.summarise` when known (else ``ds`` is read for it);
+    ``differences``: :func:`difference` of A and B when already computed (else they are read for it)."""
     unit = str(ds["units"].sel(metric=metric).item())
     quantity = f"{metric} [{unit}]" if unit not in ("", "1") else metric
     if a == b:
@@ -88,7 +90,7 @@ def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric
     study = _summary_of(ds, study)
     if (a, b) not in comparable_pairs(ds, study):
         return pn.Column(pn.pane.Markdown(f"{a} and {b} do not hold the same ranks: compare runs of the same ranks."))
-    groups, ranks = difference(ds, a, b, by=by, metric=metric, summary=study)
+    groups, ranks = difference(ds, a, b, by=by, metric=metric, summary=study) if differences is None else differences
     named = groups.reset_index().assign(**{by: lambda f: f[by].map(label)})  # groups in words
     bars = hv.Bars(named, by, hv.Dimension("A - B", label=f"A - B, mean per rank of {quantity}")).opts(
         color=by, cmap=labelled_colours(ds[by].values), show_legend=False, xrotation=30, tools=["hover"],

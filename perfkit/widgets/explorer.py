@@ -47,7 +47,14 @@ from perfkit.plots.palette import label
 from perfkit.plots.pop import pop_plot, pop_styler
 from perfkit.plots.traffic import style_heatmap
 from perfkit.widgets.callsites import callsite_tab, has_callsites
-from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
+from perfkit.widgets.compare import (
+    comparable_pairs,
+    compare_controls,
+    compare_view,
+    difference,
+    has_comparison,
+    with_rerun,
+)
 from perfkit.widgets.findings import findings_list
 from perfkit.widgets.kept import Kept, Once, pending
 from perfkit.widgets.offloop import OffLoop, Redraw
@@ -122,9 +129,22 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     compared = with_rerun(profiles, rerun)
     if has_comparison(compared, state.summary):  # the study's summary, read once for the per-rank view
         run_a, run_b = compare_controls(compared, state)
-        _add_tab(tabs, "compare", lambda a, b, by, metric: compare_view(compared, a, b, by=by, metric=metric,
-                                                                        study=state.summary),
-                 run_a, run_b, state.param.by, state.param.metric, header=pn.Row(run_a, run_b))
+        differences: Kept[tuple[pd.DataFrame, pd.DataFrame]] = Kept(8)
+
+        def difference_of(a: str, b: str, by: str, metric: str) -> Once[tuple[pd.DataFrame, pd.DataFrame]] | None:
+            if (a, b) not in comparable_pairs(compared, state.summary):
+                return None  # nothing to read: the view says so
+            return differences.cell((a, b, by, metric), lambda: difference(compared, a, b, by=by, metric=metric,
+                                                                             summary=state.summary))
+
+        def compare(a: str, b: str, by: str, metric: str) -> pn.Column:
+            found = difference_of(a, b, by, metric)
+            return compare_view(compared, a, b, by=by, metric=metric, study=state.summary,
+                                differences=None if found is None else found())
+
+        _add_tab(tabs, "compare", compare, run_a, run_b, state.param.by, state.param.metric,
+                 header=pn.Row(run_a, run_b), needs=lambda *choice: pending(difference_of(*choice)),
+                 what="run A against run B")
     if "traffic" in ds:
         quantity = pn.widgets.Select(label="quantity", options=[str(q) for q in ds["quantity"].values],
                                      value=str(ds["quantity"].values[0]), width=WIDGET_WIDTH)

@@ -33,6 +33,11 @@ class Session:
         self.doc = doc if doc is not None and doc.session_context is not None else None
         self.loop = _kernel_loop() if self.doc is None else None
 
+    @property
+    def looping(self) -> bool:
+        """Whether the session runs an event loop (served, or in a kernel): else nothing waits for this thread."""
+        return self.doc is not None or (self.loop is not None and not self.loop.is_closed())
+
     def call(self, callback: Callable[[], None]) -> None:
         """Run ``callback()`` on the session's thread (soon; at once where there is no loop)."""
         if self.doc is not None:
@@ -43,7 +48,7 @@ class Session:
                     callback()
 
             doc.add_next_tick_callback(on_loop)
-        elif self.loop is not None and not self.loop.is_closed():
+        elif self.looping:
             self.loop.call_soon_threadsafe(callback)
         else:
             callback()
@@ -71,19 +76,29 @@ class OffLoop:
 
     def view(self, draw: Callable[[], Any], pending: Once[Any] | None) -> Any:
         """``draw()`` when nothing is ``pending`` (the result ``draw`` needs, not yet computed); else a placeholder
-        while ``pending()`` runs in a worker thread, and :attr:`redraw` called on the session's thread when it ends.
-        A result whose computation failed is shown as the error (once: the next view computes it again)."""
+        while ``pending()`` runs in a worker thread, and :attr:`redraw` called on the session's thread when it ends
+        (without an event loop, in a script: ``pending()`` here, then ``draw()``). A result whose computation failed
+        is shown as the error (once: the next view computes it again)."""
         self._asked += 1
         if pending is None:
             return draw()
         if self._failed is not None and self._failed[0] is pending:
             problem, self._failed = self._failed[1], None
-            return pn.pane.Alert(f"Could not compute {self.what}: {problem}", alert_type="danger")
+            return self._error(problem)
         asked, session = self._asked, Session()
+        if not session.looping:
+            try:
+                pending()
+            except Exception as problem:  # shown in the view
+                return self._error(problem)
+            return draw()
         started = pending.started or time.time()
         threading.Thread(target=self._compute, args=(asked, pending, session), name="perfkit-tab",
                          daemon=True).start()
         return placeholder(self.what, started)
+
+    def _error(self, problem: BaseException) -> pn.pane.Alert:
+        return pn.pane.Alert(f"Could not compute {self.what}: {problem}", alert_type="danger")
 
     def _compute(self, asked: int, pending: Once[Any], session: Session) -> None:
         try:

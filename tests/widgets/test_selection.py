@@ -18,7 +18,6 @@ from perfkit.widgets.explorer import explore
 from perfkit.widgets.selection import describe_ranks, node_ranks, view_ranks
 from tests.helpers import ROOT, small_run
 from tests.widgets.sliders import drag
-from tests.widgets.tabs import show
 
 hv.extension("bokeh")
 
@@ -58,6 +57,12 @@ def box(layout: pn.Column, ranks: list[int], high: float = 1e12) -> None:
 
 def status(layout: pn.Column) -> str:
     return next(str(m.object) for m in layout.select(pn.pane.Markdown) if "**selection**" in str(m.object))
+
+
+def show(layout: pn.Column, tab: str) -> pn.viewable.Viewable:
+    tabs = layout.select(pn.Tabs)[0]
+    tabs.active = list(tabs._names).index(tab)
+    return tabs[tabs.active]
 
 
 def compute_time(ds: xr.Dataset, run: str) -> pd.Series:

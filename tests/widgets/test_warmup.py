@@ -10,7 +10,6 @@ import panel as pn
 
 from perfkit.widgets import warmup as module
 from perfkit.widgets.warmup import Warmup
-from tests.widgets.tabs import drawing, show
 
 
 def test_tasks_run_in_order_in_a_thread_of_their_own_after_the_delay():
@@ -55,9 +54,9 @@ def test_the_explorer_diagnoses_the_run_in_the_background_and_the_findings_tab_r
     monkeypatch.setattr(explorer, "diagnose",
                         lambda *a, **kw: calls.append(threading.current_thread().name) or real(*a, **kw))
     tabs = _explored_once_prepared(series, calls, monkeypatch)
-    shown = show(tabs, "findings")  # while the background diagnoses: a placeholder, then the findings
-    assert "Findings for 48/slt on every rank" in shown.select(pn.pane.Markdown)[0].object
-    assert calls == ["perfkit-warmup"]  # drawn from the background's findings
+    tabs.active = list(tabs._names).index("findings")
+    assert calls == ["perfkit-warmup"]  # shown: drawn from the background's findings
+    assert "Findings for 48/slt on every rank" in tabs[tabs.active].select(pn.pane.Markdown)[0].object
 
 
 def test_the_work_waits_until_the_page_shows_the_dashboard():
@@ -96,7 +95,7 @@ def test_shown_once_the_page_has_a_view_of_the_dashboards_widget():
 
 def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_reuses_it(monkeypatch):
     """On a lazy store each scaling table is a pass over the cube: the first view's is computed once, in the
-    background, another off the event loop, and a choice made again is not computed again."""
+    background, and a choice made again is not computed again."""
     import perfkit
     from perfkit.widgets import scaling as tab
     from tests.helpers import ROOT
@@ -107,15 +106,13 @@ def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_r
     monkeypatch.setattr(tab, "scaling", lambda *a, **kw: calls.append(threading.current_thread().name) or (
         tables.append(real(*a, **kw)) or tables[-1]))
     tabs = _explored_once_prepared(series, calls, monkeypatch)
-    shown = show(tabs, "scaling")
-    assert calls == ["perfkit-warmup"] and shown.select(pn.pane.HoloViews)  # drawn from the background's table
+    tabs.active = list(tabs._names).index("scaling")
+    shown = tabs[tabs.active]
+    assert calls == ["perfkit-warmup"]  # shown: drawn from the background's table
     metric = next(w for w in shown.select(pn.widgets.Select) if w.name == "metric")
-    metric.value = metric.options[1]  # a table not computed yet: a placeholder, the table computed in a thread
-    deadline = time.monotonic() + 60
-    while drawing(shown) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert calls == ["perfkit-warmup", "perfkit-tab"] and shown.select(pn.pane.HoloViews)
+    metric.value = metric.options[1]
+    assert calls == ["perfkit-warmup", "MainThread"]
     metric.value = metric.options[0]
-    assert calls == ["perfkit-warmup", "perfkit-tab"] and shown.select(pn.pane.HoloViews)  # chosen again: kept
+    assert calls == ["perfkit-warmup", "MainThread"]  # chosen again: kept
     # the first view's table: every run's time, as scaling gives it for the series
     pd.testing.assert_frame_equal(tables[0], real(series, by="system", metric=metric.options[0]))
