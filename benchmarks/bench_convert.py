@@ -15,9 +15,11 @@ cluster's workers importing perfkit, the store writer's own first imports), the 
 reference. Setups: ``convert`` in this process (``workers=1``), a local process pool of 2 (``workers=2``), a
 ``distributed.LocalCluster`` of 1 and of 2 single-threaded process workers (started before the calls, its start
 reported apart: the user starts it once for many calls; the reference is taken before it starts, since
-``open_runs`` would use it). The machine is shared: read the ratios to ``open_runs`` and the speed-ups from 1 to 2
-workers, with the load average recorded beside them, not the absolute rates. ``--repeat`` processes per setup, the
-fastest of each time kept.
+``open_runs`` would use it), and the same clusters whose workers import perfkit's readers as they start
+(``preload=perfkit.io.convert.reader_modules()``: their start then counts that import, their first call does
+not). The machine is shared: read the ratios to ``open_runs`` and the speed-ups from 1 to 2 workers, with the load
+average recorded beside them, not the absolute rates. ``--repeat`` processes per setup, the fastest of each time
+kept.
 
 Run: ``python benchmarks/bench_convert.py [--sets mpip mpinside_300 mpinside_16384] [--files 300] [--copies 100 16]``;
 sets not run keep their previous results in the file.
@@ -39,8 +41,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "convert.json"
 HPCCG = sorted((ROOT / "tests" / "data" / "mpip" / "real" / "HPCCG-strong").glob("*/*.mpiP"))
-#: setup -> (workers, LocalCluster workers or 0)
-SETUPS = {"in_process": (1, 0), "process_pool_2": (2, 0), "localcluster_1": (None, 1), "localcluster_2": (None, 2)}
+#: setup -> (workers, LocalCluster workers or 0, whether the cluster's workers import perfkit's readers as they start)
+SETUPS = {"in_process": (1, 0, False), "process_pool_2": (2, 0, False), "localcluster_1": (None, 1, False),
+          "localcluster_2": (None, 2, False), "localcluster_1_preloaded": (None, 1, True),
+          "localcluster_2_preloaded": (None, 2, True)}
 
 
 def copies(sources: list[Path], n: int, folder: Path) -> list[Path]:
@@ -91,7 +95,7 @@ def child(folder: Path, setup: str, work: Path) -> dict[str, object]:
 
     warnings.simplefilter("ignore", perfkit.PerfkitWarning)
     files = sorted(folder.iterdir())
-    workers, cluster_workers = SETUPS[setup]
+    workers, cluster_workers, preload = SETUPS[setup]
     stores = iter(range(10))
 
     def convert() -> None:
@@ -103,8 +107,9 @@ def child(folder: Path, setup: str, work: Path) -> dict[str, object]:
 
         reference = min(timed(lambda: perfkit.open_runs(files, progress=False)) for _ in range(2))
         start = time.perf_counter()
+        modules = convert_module.reader_modules() if preload else ()
         with distributed.LocalCluster(n_workers=cluster_workers, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, distributed.Client(cluster):
+                                      preload=modules, dashboard_address=None) as cluster, distributed.Client(cluster):
             out["cluster_start_s"] = round(time.perf_counter() - start, 2)
             first, again = timed(convert), timed(convert)
     else:
@@ -146,7 +151,11 @@ def measure(name: str, files: list[Path], work: Path, repeat: int) -> dict[str, 
                                                                  / ratio["in_process_first"], 2),
             "local, second call": round(ratio["process_pool_2_again"] / ratio["in_process_again"], 2),
             "localcluster, first call": round(ratio["localcluster_2_first"] / ratio["localcluster_1_first"], 2),
-            "localcluster, second call": round(ratio["localcluster_2_again"] / ratio["localcluster_1_again"], 2)},
+            "localcluster, second call": round(ratio["localcluster_2_again"] / ratio["localcluster_1_again"], 2),
+            "localcluster preloaded, first call": round(ratio["localcluster_2_preloaded_first"]
+                                                        / ratio["localcluster_1_preloaded_first"], 2),
+            "localcluster preloaded, second call": round(ratio["localcluster_2_preloaded_again"]
+                                                         / ratio["localcluster_1_preloaded_again"], 2)},
     }
 
 
