@@ -18,7 +18,8 @@ In a kernel Voila started (a dashboard: no one types ``help()`` there), two cost
 
 - param's tables of every parameter in the docstring of every Parameterized class, built as panel, bokeh and
   holoviews are imported (about 0.4 s of CPU); the default is restored once they are, so classes made later
-  are described as usual.
+  are described as usual. Likewise the signatures bokeh builds for the constructor of each of its models
+  (about 0.1 s).
 - the extension JavaScript (3 MB) published a second time under holoviews' own MIME type beside
   ``application/javascript``. Voila runs the latter only (JupyterLab's holoviews extension does not load in
   Voila's page), so the page and the kernel's messages carry it once. In JupyterLab both are kept.
@@ -56,7 +57,29 @@ def param_docstrings(described: bool) -> Iterator[None]:
         param.parameterized.docstring_describe_params = before
 
 
-with param_docstrings(not in_voila()):
+@contextmanager
+def bokeh_signatures(described: bool) -> Iterator[None]:
+    """bokeh model classes created inside the block get the signature of their constructor, built from every
+    property by bokeh's ``Model.__init_subclass__`` (about 0.1 s of importing panel and holoviews), and their
+    docstring's example only when ``described``; bokeh's hook is restored after."""
+    if described:
+        yield
+        return
+    from bokeh.model import Model
+
+    hook = Model.__dict__["__init_subclass__"]
+
+    def undescribed(cls: type[Model]) -> None:
+        super(Model, cls).__init_subclass__()
+
+    Model.__init_subclass__ = classmethod(undescribed)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        Model.__init_subclass__ = hook  # type: ignore[method-assign]
+
+
+with param_docstrings(not in_voila()), bokeh_signatures(not in_voila()):
     import holoviews as hv
     import holoviews.plotting.bokeh  # hv.extension("bokeh") imports it: its classes are made here, undescribed
     import panel as pn

@@ -111,7 +111,8 @@ def test_the_extension_loads_in_a_kernel_without_importing_nbformat():
 
 def run_setup(monkeypatch, voila: bool) -> list[dict]:
     """Outputs of a kernel's set-up cell and, last, what it prints: whether panel's Select is described in its
-    docstring, and param's setting after the set-up."""
+    docstring, param's setting after the set-up, whether bokeh's Plot has its constructor's signature, and the
+    name of bokeh's hook for new model classes after the set-up."""
     nbformat = pytest.importorskip("nbformat")
     from nbclient import NotebookClient
 
@@ -120,8 +121,10 @@ def run_setup(monkeypatch, voila: bool) -> list[dict]:
     else:
         monkeypatch.delenv("VOILA_KERNEL_ID", raising=False)
     notebook = nbformat.v4.new_notebook()
-    check = ("import panel as pn, param\nfrom param import parameterized\n"
-             "print('Parameter docstrings' in pn.widgets.Select.__doc__, parameterized.docstring_describe_params)")
+    check = ("import panel as pn, param, bokeh.models\nfrom param import parameterized\nfrom bokeh.model import Model\n"
+             "print('Parameter docstrings' in pn.widgets.Select.__doc__, parameterized.docstring_describe_params, "
+             "hasattr(bokeh.models.Plot.__init__, '__signature__'), "
+             "Model.__dict__['__init_subclass__'].__func__.__qualname__)")
     notebook.cells = [nbformat.v4.new_code_cell("import perfkit\nperfkit.setup_notebook(comms='ipywidgets')"),
                       nbformat.v4.new_code_cell(check)]
     NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
@@ -133,22 +136,23 @@ def bundles(script: str) -> list[str]:
     return re.findall(r"/\* BEGIN ([\w.-]+) \*/", script)
 
 
-def test_a_voila_kernel_gets_each_script_once_no_webgl_part_and_no_parameter_tables(monkeypatch):
+def test_a_voila_kernel_gets_each_script_once_no_webgl_part_parameter_tables_or_signatures(monkeypatch):
     *outputs, printed = run_setup(monkeypatch, voila=True)
     scripts = [o["data"] for o in outputs if "application/javascript" in o.get("data", {})]
     assert len(scripts) == 4 and sum(len(s["application/javascript"]) for s in scripts) > 2_000_000
     assert not any(LOAD_MIME in o.get("data", {}) for o in outputs)
     inlined = [b for s in scripts for b in bundles(s["application/javascript"])]
     assert "bokeh.min.js" in inlined and "bokeh-widgets.min.js" in inlined and "bokeh-gl.min.js" not in inlined
-    assert printed["text"] == "False True\n"  # panel's classes undescribed; param's default back for later classes
+    # panel's classes undescribed, bokeh's without signatures; param's default and bokeh's hook back for later classes
+    assert printed["text"] == "False True False Model.__init_subclass__\n"
 
 
-def test_a_notebook_kernel_keeps_both_script_types_the_webgl_part_and_parameter_tables(monkeypatch):
+def test_a_notebook_kernel_keeps_both_script_types_webgl_parameter_tables_and_signatures(monkeypatch):
     *outputs, printed = run_setup(monkeypatch, voila=False)
     scripts = [o["data"] for o in outputs if "application/javascript" in o.get("data", {})]
     assert len(scripts) == 4 and all(s[LOAD_MIME] == s["application/javascript"] for s in scripts)
     assert "bokeh-gl.min.js" in [b for s in scripts for b in bundles(s["application/javascript"])]
-    assert printed["text"] == "True True\n"
+    assert printed["text"] == "True True True Model.__init_subclass__\n"
 
 
 def test_the_canvas_bundle_restores_panels_resources():
