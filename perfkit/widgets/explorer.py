@@ -19,7 +19,10 @@ efficiencies of those ranks beside the whole run's.
 
 The controls and the per-rank view are those of :func:`perfkit.widgets.ranks.rank_explorer`: one
 state changed once per user action, a plot whose data is replaced rather than rebuilt. Tabs other
-than the first compute only while they are shown, with a loading indicator while they compute.
+than the first compute only while they are shown. Their results (the scaling tables, the POP efficiencies, the
+findings, run A against run B) are computed off the event loop, in the background once the first plot is up
+(:mod:`perfkit.widgets.warmup`) or when the tab is shown before: the tab shows a placeholder meanwhile and is
+drawn when its result is there (:mod:`perfkit.widgets.offloop`), every control working in between.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ the details behind it (a collapsed card), and a button that selects the ranks or
 The ranks a finding names are read from its lead and details (``rank 50``, ``ranks 48-71, 80``, as
 :func:`perfkit.text.ranks` writes them); a load-imbalance finding whose list of slow ranks was cut
 selects all of them (:func:`perfkit.analysis.imbalance.slow_ranks` at diagnose's threshold). Caveats
-shared by several findings are said once, under the list. Numbers are written by :mod:`perfkit.text`.
+shared by several findings are said once, under the list. Numbers are written by :mod:`perfkit.text`. The first
+``CARDS`` findings are rows; those after them (a run of 100,000 ranks has a thousand slow nodes: as rows, 17 s
+of the server's time to draw) are one table.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ SEVERITY_COLOURS = {"high": "#d62728", "medium": "#ff9f1c", "low": "#9e9e9e", "i
 SEVERITY_TINTS = {"high": "#fde2e2", "medium": "#fff1dc", "low": "#f2f2f2", "info": "#e8f1fb"}
 #: A card's style in a row: it takes the width the button beside it leaves (a stretched card alone takes it all).
 BESIDE = {"flex": "1 1 0", "min-width": "0"}
+#: Findings shown as rows (card and button); the others are rows of one table under them.
+CARDS = 40
 #: ``rank 3`` or ``ranks 0-3, 7, 9-12`` (and the ranges that follow) in a finding's text.
 RANK_LIST = re.compile(r"\branks? (\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*)", re.IGNORECASE)
 #: A list of ranks cut by :func:`perfkit.text.rank_ranges`.
@@ -50,21 +54,39 @@ def finding_ranks(ds: xr.Dataset, finding: pd.Series | dict[str, Any]) -> np.nda
     imbalance whose list was cut."""
     ranks = named_ranks(finding)
     if finding["category"] == "load_imbalance" and CUT.search(str(finding["details"])):
-        slow = slow_ranks(ds, str(finding["run"]), threshold=SLOW_RANK)["rank"].to_numpy(dtype=np.int64)
+        run = str(finding["run"])  # its run alone: on a lazy store of 100 runs the whole cube took 18 s
+        slow = slow_ranks(ds.sel(run=[run]), run, threshold=SLOW_RANK)["rank"].to_numpy(dtype=np.int64)
         ranks = np.union1d(ranks, slow)
     return ranks
 
 
 def findings_list(ds: xr.Dataset, findings: pd.DataFrame, state: RankState | None = None) -> pn.Column:
     """``findings`` (:func:`perfkit.diagnose` of ``ds``) as rows: severity, lead, time at stake; details in a
-    collapsed card; with ``state``, a button selecting the ranks the finding names. Shared caveats once, at the end."""
+    collapsed card; with ``state``, a button selecting the ranks the finding names. After the first ``CARDS``, the
+    others as one table (:func:`rest_table`). Shared caveats once, at the end."""
     if findings.empty:
         return pn.Column(pn.pane.Markdown("No finding: nothing in these ranks stands out."))
-    rows = [_finding_row(ds, finding, state) for _, finding in findings.iterrows()]
+    rows = [_finding_row(ds, finding, state) for _, finding in findings.iloc[:CARDS].iterrows()]
+    if len(findings) > CARDS:
+        rest = findings.iloc[CARDS:]
+        rows += [pn.pane.Markdown(f"**{fmt.plural(len(rest), 'more finding')}**, less at stake:",
+                                  sizing_mode="stretch_width"),
+                 pn.pane.DataFrame(rest_table(rest), index=False, justify="left", sizing_mode="stretch_width",
+                                   max_height=400)]
     keys = list(dict.fromkeys(k for caveats in findings["caveats"].astype(str) for k in caveats.split() if k))
     notes = [pn.pane.Markdown("**Notes** (shared by the findings above): " + fmt.sentences(*(CAVEATS[k] for k in keys)),
                               sizing_mode="stretch_width")] if keys else []
     return pn.Column(*rows, *notes, sizing_mode="stretch_width")
+
+
+def rest_table(findings: pd.DataFrame) -> pd.DataFrame:
+    """``findings`` in words, a row each: severity, title, lead, time at stake per rank and share of the run."""
+    stake = findings["severity"].astype(str) != "info"
+    return pd.DataFrame({
+        "severity": findings["severity"].astype(str), "finding": findings["title"].astype(str),
+        "lead": findings["lead"].astype(str),
+        "at stake per rank": [fmt.seconds(v) if s else "" for v, s in zip(findings["seconds"], stake)],
+        "of the run": [fmt.percent(v) if s else "" for v, s in zip(findings["share"], stake)]})
 
 
 def _finding_row(ds: xr.Dataset, finding: pd.Series, state: RankState | None) -> pn.Row:

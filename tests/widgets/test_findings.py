@@ -94,3 +94,21 @@ def test_rows_read_as_words(ninety_six, found):
     notes = [pane.object for pane in rows.select(pn.pane.Markdown) if "Notes" in pane.object]
     keys = {k for c in found["caveats"] for k in c.split()}
     assert len(notes) == (1 if keys else 0)
+
+
+def test_findings_after_the_first_rows_are_one_table_nothing_left_out(ninety_six, found, monkeypatch):
+    from perfkit.widgets import findings as module
+
+    monkeypatch.setattr(module, "CARDS", 2)
+    assert len(found) > 2
+    rows = findings_list(ninety_six, found, rank_state(ninety_six))
+    leads = [pane.object for card in rows.select(pn.layout.Card) for pane in card.header.select(pn.pane.HTML)
+             if "<b>" in pane.object]
+    assert len(leads) == 2 and all(html.escape(lead) in shown for lead, shown in zip(found["lead"], leads))
+    (table,) = (pane.object for pane in rows.select(pn.pane.DataFrame))
+    rest = found.iloc[2:]
+    assert table["lead"].tolist() == rest["lead"].tolist() and table["finding"].tolist() == rest["title"].tolist()
+    assert table["at stake per rank"].tolist() == [fmt.seconds(v) if s != "info" else ""
+                                                   for v, s in zip(rest["seconds"], rest["severity"])]
+    assert f"{fmt.plural(len(rest), 'more finding')}" in " ".join(p.object for p in rows.select(pn.pane.Markdown))
+    assert fmt.unreadable(" ".join(table.astype(str).to_numpy().ravel())) == []
