@@ -341,6 +341,8 @@ def per_rank_session(runs: list[Path], ranks: int, steps: dict, repeats: int, lo
                 result[f"{name}_ms"] = statistics.median(t[0] for t in times)
                 result[f"{name}_settled_ms"] = statistics.median(t[1] for t in times)
                 result[f"{name}_max_ms"] = max(t[0] for t in times)
+                if busy:  # in the order taken: the first ones beside the most work
+                    result[f"{name}_each_ms"] = [round(t[0]) for t in times]
             result["drag_settled_after_release_ms"] = statistics.median(drag(page, ranks - 1) for _ in range(repeats))
             if busy:
                 result["steps_end_s"] = time.monotonic() - start
