@@ -50,18 +50,12 @@ from perfkit.plots.palette import label
 from perfkit.plots.pop import pop_plot, pop_styler
 from perfkit.plots.traffic import style_heatmap
 from perfkit.widgets.callsites import callsite_tab, has_callsites
-from perfkit.widgets.compare import (
-    comparable_pairs,
-    compare_controls,
-    compare_view,
-    difference,
-    has_comparison,
-    with_rerun,
-)
+from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
 from perfkit.widgets.findings import findings_list
-from perfkit.widgets.kept import Kept, Once, pending
+from perfkit.widgets.kept import Once, pending
 from perfkit.widgets.offloop import OffLoop, Redraw
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_state
+from perfkit.widgets.results import TabResults, subset_pop
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
 from perfkit.widgets.warmup import Warmup, shown_through_ipywidgets
 
@@ -93,60 +87,44 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     shown = (lambda: shown_through_ipywidgets(dashboard)) if pn.config.comms == "ipywidgets" else None
     warmup = Warmup(shown=None if pn.state.curdoc is not None else shown)
     # a tab's results are computed off the event loop (in the background, or when the tab is shown early)
+    results = TabResults(profiles, with_rerun(profiles, rerun), state.summary)
     if has_scaling(ds):
         first_table = Once(lambda: importlib.import_module("perfkit.widgets.scaling").prepare(profiles))
         _add_tab(tabs, "scaling", _once(lambda: _scaling_panel(profiles)), needs=lambda: pending(first_table),
                  what="the scaling table of every run")
         warmup.add(first_table)
-    pop = Once(lambda: pop_metrics(profiles))
-    warmup.add(pop)
-    series = _once(lambda: efficiency_view(profiles, pop()))
-    parts: Kept[xr.Dataset] = Kept(8)
-
-    def part(run: str, ranks: np.ndarray | None) -> Once[xr.Dataset] | None:
-        if ranks is None or ranks.size == 0:
-            return None
-        return parts.cell((run, ranks.tobytes()), lambda: subset_pop(profiles.sel(run=[run], rank=ranks)))
+    warmup.add(results.pop)
+    series = _once(lambda: efficiency_view(profiles, results.pop()))
 
     def efficiency(run: str, rr: tuple[int, int], sel: list[int] | None) -> pn.Column:
         ranks = in_view(run, rr, sel)
-        found = part(run, ranks)
-        return efficiency_tab(profiles, run, ranks, pop(), series(), part=None if found is None else found())
+        part = results.part(run, ranks)
+        return efficiency_tab(profiles, run, ranks, results.pop(), series(), part=None if part is None else part())
 
     _add_tab(tabs, "efficiency", efficiency, *in_state, what="the POP efficiencies",
-             needs=lambda run, rr, sel: pending(pop, part(run, in_view(run, rr, sel))))
-    diagnoses: Kept[pd.DataFrame] = Kept(8)
+             needs=lambda run, rr, sel: pending(results.pop, results.part(run, in_view(run, rr, sel))))
 
-    def diagnosis(run: str, ranks: np.ndarray | None) -> Once[pd.DataFrame]:
-        return diagnoses.cell((run, None if ranks is None else ranks.tobytes()), lambda: pd.DataFrame(
-            diagnose(profiles if ranks is None else profiles.sel(rank=ranks), run=run)))
+    def findings(run: str, rr: tuple[int, int], sel: list[int] | None, by: str, metric: str) -> pn.Column:
+        return findings_view(profiles, run, by, metric, ranks=in_view(run, rr, sel), state=state,
+                             diagnosed=lambda run, ranks: results.diagnosis(run, ranks)())
 
     def findings_needs(run: str, rr: tuple[int, int], sel: list[int] | None, *_: Any) -> Once[Any] | None:
         ranks = in_view(run, rr, sel)
-        return None if ranks is not None and ranks.size == 0 else pending(diagnosis(run, ranks))
+        return None if ranks is not None and ranks.size == 0 else pending(results.diagnosis(run, ranks))
 
-    _add_tab(tabs, "findings", lambda run, rr, sel, by, metric: findings_view(
-        profiles, run, by, metric, ranks=in_view(run, rr, sel), state=state, diagnosed=lambda r, k: diagnosis(r, k)()),
-             *in_state, state.param.by, state.param.metric, needs=findings_needs, what="the findings")
-    warmup.add(lambda: diagnosis(state.run, in_view(state.run, state.ranks, state.selected))())
-    compared = with_rerun(profiles, rerun)
-    if has_comparison(compared, state.summary):  # the study's summary, read once for the per-rank view
-        run_a, run_b = compare_controls(compared, state)
-        differences: Kept[tuple[pd.DataFrame, pd.DataFrame]] = Kept(8)
-
-        def difference_of(a: str, b: str, by: str, metric: str) -> Once[tuple[pd.DataFrame, pd.DataFrame]] | None:
-            if (a, b) not in comparable_pairs(compared, state.summary):
-                return None  # nothing to read: the view says so
-            return differences.cell((a, b, by, metric), lambda: difference(compared, a, b, by=by, metric=metric,
-                                                                             summary=state.summary))
+    _add_tab(tabs, "findings", findings, *in_state, state.param.by, state.param.metric, needs=findings_needs,
+             what="the findings")
+    warmup.add(lambda: results.diagnosis(state.run, in_view(state.run, state.ranks, state.selected))())
+    if has_comparison(results.compared, state.summary):  # the study's summary, read once for the per-rank view
+        run_a, run_b = compare_controls(results.compared, state)
 
         def compare(a: str, b: str, by: str, metric: str) -> pn.Column:
-            found = difference_of(a, b, by, metric)
-            return compare_view(compared, a, b, by=by, metric=metric, study=state.summary,
+            found = results.difference(a, b, by, metric)
+            return compare_view(results.compared, a, b, by=by, metric=metric, study=state.summary,
                                 differences=None if found is None else found())
 
         _add_tab(tabs, "compare", compare, run_a, run_b, state.param.by, state.param.metric,
-                 header=pn.Row(run_a, run_b), needs=lambda *choice: pending(difference_of(*choice)),
+                 header=pn.Row(run_a, run_b), needs=lambda *choice: pending(results.difference(*choice)),
                  what="run A against run B")
     if "traffic" in ds:
         quantity = pn.widgets.Select(label="quantity", options=[str(q) for q in ds["quantity"].values],
@@ -196,7 +174,7 @@ def efficiency_tab(ds: xr.Dataset, run: str, ranks: np.ndarray | None, pop: xr.D
                    series: pn.Column, part: xr.Dataset | None = None) -> pn.Column:
     """``series`` (:func:`efficiency_view`), after the POP efficiencies of ``ranks`` of ``run`` beside the whole
     run's (from ``pop``, every run's) when ``ranks`` is a subset (None: every rank); ``part``: those of the subset
-    (:func:`subset_pop`) when already computed."""
+    (:func:`perfkit.widgets.results.subset_pop`) when already computed."""
     if ranks is None:
         return series
     if ranks.size == 0:
@@ -211,19 +189,6 @@ def efficiency_tab(ds: xr.Dataset, run: str, ranks: np.ndarray | None, pop: xr.D
     return pn.Column(pn.pane.Markdown(note), pn.pane.HTML(table), series, sizing_mode="stretch_width")
 
 
-#: Efficiencies that compare runs of a series: not defined for a subset of one run's ranks.
-ACROSS_RUNS = ("global_efficiency", "computation_scalability")
-
-
-def subset_pop(ds: xr.Dataset) -> xr.Dataset:
-    """:func:`perfkit.pop_metrics` of one run's subset of ranks, the across-runs efficiencies unavailable."""
-    pop = pop_metrics(ds)
-    evidence, note = pop["evidence"].astype(object), pop["note"].astype(object)
-    evidence.loc[{"efficiency": list(ACROSS_RUNS)}] = "unavailable"
-    note.loc[{"efficiency": list(ACROSS_RUNS)}] = "compares the runs of a series, not computed on a subset of ranks"
-    return pop.assign({name: pop[name] * np.nan for name in ACROSS_RUNS}).assign(evidence=evidence, note=note)
-
-
 def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = "time",
                   ranks: np.ndarray | None = None, state: RankState | None = None,
                   diagnosed: Callable[[str, np.ndarray | None], pd.DataFrame] | None = None) -> pn.Column:
@@ -231,7 +196,7 @@ def findings_view(ds: xr.Dataset, run: str, by: str = "function", metric: str = 
     with ``state``, each selects the ranks it names), then the imbalance of ``metric`` per group.
 
     Both on ``ranks`` only when given (the ranks in view), else on every rank of the run. ``diagnosed(run, ranks)``:
-    the findings as a table when already computed (:class:`perfkit.widgets.kept.Kept`).
+    the findings as a table when already computed (:meth:`perfkit.widgets.results.TabResults.diagnosis`).
     """
     where = "every rank" if ranks is None else f"{fmt.plural(ranks.size, 'rank')} in view ({describe_ranks(ranks)})"
     if ranks is not None:

@@ -208,19 +208,18 @@ def test_a_tab_shown_before_its_result_is_ready_leaves_the_event_loop_free(serie
     """The efficiency tab shown while ``pop_metrics`` still computes: a placeholder at once, the session's event
     loop (here a kernel's) runs other callbacks and controls meanwhile, and the tab is drawn with the real
     efficiencies, on the loop's thread, once they are there."""
-    from perfkit.widgets import explorer as module
-    from perfkit.widgets import offloop, warmup
+    from perfkit.widgets import offloop, results, warmup
 
     monkeypatch.setattr(offloop, "_in_kernel", lambda: True)  # this test's event loop plays a kernel's
     monkeypatch.setattr(warmup, "START_DELAY_S", 600.0)  # no background preparation: the tab asks first
-    released, real = threading.Event(), module.pop_metrics
+    released, real = threading.Event(), results.pop_metrics
 
     def blocked_pop_metrics(ds):  # released by a callback of the event loop only
         if not released.wait(15):
             raise TimeoutError("pop_metrics never released: the event loop was held")
         return real(ds)
 
-    monkeypatch.setattr(module, "pop_metrics", blocked_pop_metrics)
+    monkeypatch.setattr(results, "pop_metrics", blocked_pop_metrics)
 
     async def session():
         loop, seen = asyncio.get_running_loop(), {}

@@ -45,13 +45,13 @@ def _explored_once_prepared(series, calls: list, monkeypatch) -> pn.Tabs:
 
 def test_the_explorer_diagnoses_the_run_in_the_background_and_the_findings_tab_reuses_it(monkeypatch):
     import perfkit
-    from perfkit.widgets import explorer
+    from perfkit.widgets import results
     from tests.helpers import ROOT
 
     series = perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("48", "96")])
     calls = []
-    real = explorer.diagnose
-    monkeypatch.setattr(explorer, "diagnose",
+    real = results.diagnose
+    monkeypatch.setattr(results, "diagnose",
                         lambda *a, **kw: calls.append(threading.current_thread().name) or real(*a, **kw))
     tabs = _explored_once_prepared(series, calls, monkeypatch)
     tabs.active = list(tabs._names).index("findings")
