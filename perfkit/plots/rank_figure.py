@@ -229,14 +229,19 @@ def envelope(values: np.ndarray, max_markers: int = MAX_MARKERS) -> np.ndarray:
     """Indices of ``values`` to draw: every one up to ``max_markers``, else per bin of consecutive values
     (``2 * len / max_markers`` of them, rounded up) the highest and the lowest, in order."""
     n = values.size
-    if n <= max_markers:
+    step = bin_size(n, max_markers)
+    if step == 1:
         return np.arange(n)
-    step = math.ceil(n / (max_markers // 2))
     pad = (-n) % step
     starts = np.arange(0, n, step)
     high = np.pad(values, (0, pad), constant_values=-np.inf).reshape(-1, step).argmax(axis=1)
     low = np.pad(values, (0, pad), constant_values=np.inf).reshape(-1, step).argmin(axis=1)
     return np.unique(np.concatenate([starts + high, starts + low]))
+
+
+def bin_size(n: int, max_markers: int = MAX_MARKERS) -> int:
+    """Consecutive values per bin of :func:`envelope` of ``n`` values (1: every one drawn)."""
+    return 1 if n <= max_markers else math.ceil(n / (max_markers // 2))
 
 
 def ranks_inside(ranks: np.ndarray, totals: np.ndarray, x: Any, y: Any) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 For runs A and B, per group (function, call or kind) the difference A - B of the mean per rank, and per
 rank the difference of the per-rank totals (the tops of the per-rank stacks,
-:func:`perfkit.analysis.cube.rank_totals`), with a table of each run's totals and the change in
+:func:`perfkit.analysis.cube.rank_totals`; beyond 2,000 ranks the largest and smallest per bin of consecutive
+ranks, :func:`drawn_ranks`), with a table of each run's totals and the change in
 percent of B. Groups are named in words and keep their colours (:mod:`perfkit.plots.palette`) and their stack order
 (:func:`perfkit.plots.profile.band_order`); numbers in words by :mod:`perfkit.text`.
 """
@@ -20,6 +21,7 @@ from perfkit.analysis.cube import rank_totals
 from perfkit.plots.axes import integer_ticker, unit_formatter, unit_ticker
 from perfkit.plots.palette import REFERENCE, label, labelled_colours
 from perfkit.plots.profile import band_order
+from perfkit.plots.rank_figure import bin_size, envelope
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 from perfkit.widgets.study_summary import StudySummary, summarise
 
@@ -97,12 +99,13 @@ def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric
         show_grid=True, responsive=True, min_width=400, height=320, yformatter=unit_formatter(unit),
         yticks=unit_ticker(unit),
         title=f"{a} - {b}: {metric} per {by}")
-    colour = np.where(ranks["A - B"].to_numpy() >= 0, MORE, LESS)
-    frame = ranks.reset_index().assign(colour=colour)
-    spikes = hv.Spikes(frame, "rank", [hv.Dimension("A - B", label=f"A - B of the rank's {quantity}"), "colour"]).opts(
+    frame, step = drawn_ranks(ranks)
+    binned = f" (largest and smallest A - B of every {step} ranks)" if step > 1 else ""
+    values = [hv.Dimension("A - B", label=f"A - B of the rank's {quantity}"), "colour"]
+    spikes = hv.Spikes(frame, "rank", values + (["of ranks"] if step > 1 else [])).opts(
         color="colour", line_width=2 if len(frame) < 400 else 1, tools=["hover"], show_grid=True, responsive=True,
         min_width=400, height=300, yformatter=unit_formatter(unit), yticks=unit_ticker(unit), xticks=integer_ticker(),
-        title=f"{a} - {b}: {metric} per rank")
+        title=f"{a} - {b}: {metric} per rank{binned}")
     zero = hv.HLine(0).opts(color=REFERENCE, line_width=1)
     note = pn.pane.Markdown(f"**A** = {a}, **B** = {b}: {metric} over {fmt.plural(len(ranks), 'rank')}. "
                             "Positive: A takes more than B (per rank: red where A takes more, green where less).",
@@ -111,6 +114,23 @@ def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric
                               max_width=800)
     return pn.Column(note, table, pn.pane.HoloViews(bars, sizing_mode="stretch_width"),
                      pn.pane.HoloViews(spikes * zero, sizing_mode="stretch_width"), sizing_mode="stretch_width")
+
+
+def drawn_ranks(ranks: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The ranks drawn of ``ranks`` (the per-rank table of :func:`difference`) and the ranks per bin: every rank
+    (1) up to :data:`perfkit.plots.rank_figure.MAX_MARKERS`, else per bin of consecutive ranks the two of the
+    largest and the smallest ``A - B`` (:func:`perfkit.plots.rank_figure.envelope`), with the bin's first and
+    last rank (``of ranks``). Spikes rise from 0, so these two cover every spike of their bin: the extremes stay
+    exact and named, and 100,000 ranks draw as 2,000 spikes."""
+    delta = ranks["A - B"].to_numpy()
+    step, keep = bin_size(delta.size), envelope(delta)
+    frame = ranks.iloc[keep].reset_index()
+    frame["colour"] = np.where(frame["A - B"].to_numpy() >= 0, MORE, LESS)
+    if step > 1:
+        index, first = ranks.index.to_numpy(), keep // step * step
+        last = np.minimum(first + step, delta.size) - 1
+        frame["of ranks"] = [f"{index[f]} to {index[t]}" for f, t in zip(first, last)]
+    return frame, step
 
 
 def default_pair(ds: xr.Dataset, run: str | None = None, summary: StudySummary | None = None) -> tuple[str, str]:

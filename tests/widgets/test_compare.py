@@ -48,6 +48,41 @@ def test_synthetic_difference_is_exact():
     assert table.loc["mean per rank", "A"] == perfkit.text.seconds((ca + wa).mean())
 
 
+def spikes_of(view: pn.Column) -> hv.Spikes:
+    """The per-rank spikes of a compare view."""
+    return [pane.object for pane in view.select(pn.pane.HoloViews)][1].get(0)
+
+
+def test_many_ranks_draw_each_bins_extremes_exactly():
+    rng = np.random.default_rng(5)
+    n, step = 5003, 6  # bins of 6 consecutive ranks (1,000 bins at most), the last one of 5
+    ca, wa, cb, wb = rng.uniform(1, 2, (4, n))
+    exact = (ca + wa) - (cb + wb)  # independent of the view, and of difference() too
+    ds = perfkit.model.combine_runs([synthetic("a", ca, wa), synthetic("b", cb, wb)])
+    np.testing.assert_allclose(difference(ds, "a", "b")[1]["A - B"].to_numpy(), exact)
+    spikes = spikes_of(compare_view(ds, "a", "b"))
+    drawn = spikes.data
+    assert len(drawn) <= 2000 and f"of every {step} ranks" in spikes.opts.get().kwargs["title"]
+    np.testing.assert_allclose(drawn["A - B"].to_numpy(), exact[drawn["rank"].to_numpy()])
+    for first in range(0, n, step):
+        inside = drawn[(drawn["rank"] >= first) & (drawn["rank"] < first + step)]
+        assert inside["A - B"].max() == exact[first:first + step].max()
+        assert inside["A - B"].min() == exact[first:first + step].min()
+        assert set(inside["of ranks"]) == {f"{first} to {min(first + step, n) - 1}"}  # hover names the bin
+    assert drawn["A - B"].max() == exact.max() and drawn["A - B"].min() == exact.min()
+    assert drawn.loc[drawn["A - B"].idxmax(), "rank"] == exact.argmax()  # the rank named is the rank's own
+
+
+def test_few_ranks_draw_every_rank():
+    rng = np.random.default_rng(6)
+    ca, wa, cb, wb = rng.uniform(1, 2, (4, 2000))
+    spikes = spikes_of(compare_view(perfkit.model.combine_runs([synthetic("a", ca, wa), synthetic("b", cb, wb)]),
+                                    "a", "b"))
+    assert spikes.data["rank"].tolist() == list(range(2000))
+    np.testing.assert_allclose(spikes.data["A - B"].to_numpy(), (ca + wa) - (cb + wb))
+    assert spikes.opts.get().kwargs["title"] == "a - b: time per rank" and "of ranks" not in spikes.data
+
+
 def test_runs_of_other_ranks_are_not_compared():
     ds = perfkit.model.combine_runs([synthetic("a", np.ones(8), np.ones(8)), synthetic("b", np.ones(4), np.ones(4))])
     assert comparable_pairs(ds) == []
