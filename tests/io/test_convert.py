@@ -484,6 +484,29 @@ def test_reads_reuse_the_heap_in_a_worker_that_trims_it():
     assert inside < outside / 10  # measured 0
 
 
+def test_freed_memory_is_given_back_once_the_process_has_grown_by_more_than_keep_freed(monkeypatch):
+    """The first read's memory is given back (malloc_trim); after it, what a read freed is kept for the next one
+    while the process stays within KEEP_FREED of its size after the last trim (or the least seen since), and given
+    back once it grows beyond."""
+    from perfkit.io import convert
+
+    trims = []
+    sizes = iter([900, 500, 500 + convert.KEEP_FREED // 2, 400, 400 + convert.KEEP_FREED, 450 + convert.KEEP_FREED,
+                  300])
+    monkeypatch.setattr(convert, "_SMALLEST", [])
+    monkeypatch.setattr(convert, "_glibc", lambda: type("Libc", (), {"malloc_trim": lambda pad: trims.append(pad)}))
+    monkeypatch.setattr(convert, "_resident", lambda: next(sizes))
+    convert._free()  # 900 resident: the first, given back, 500 after
+    assert trims == [0] and convert._SMALLEST == [500]
+    convert._free()  # grown by half KEEP_FREED: kept
+    convert._free()  # 400: kept, the least seen
+    assert trims == [0] and convert._SMALLEST == [400]
+    convert._free()  # grown by KEEP_FREED exactly: kept
+    assert trims == [0]
+    convert._free()  # grown by more: given back, 300 after
+    assert trims == [0, 0] and convert._SMALLEST == [300]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(0, 3 * 2**20), min_size=1, max_size=60), slots=st.integers(1, 8),
        threads=st.integers(1, 3))
