@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import xarray as xr
+from holoviews.core.util import dimension_sanitizer
 
 from perfkit import text as fmt
 from perfkit.analysis.cube import rank_totals
@@ -101,9 +102,12 @@ def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric
         title=f"{a} - {b}: {metric} per {by}")
     frame, step = drawn_ranks(ranks)
     binned = f" (largest and smallest A - B of every {step} ranks)" if step > 1 else ""
-    values = [hv.Dimension("A - B", label=f"A - B of the rank's {quantity}"), "colour"]
-    spikes = hv.Spikes(frame, "rank", values + (["of ranks"] if step > 1 else [])).opts(
-        color="colour", line_width=2 if len(frame) < 400 else 1, tools=["hover"], show_grid=True, responsive=True,
+    delta, bins = hv.Dimension("A - B", label=f"A - B of the rank's {quantity}"), ["of ranks"] if step > 1 else []
+    hover = [(name, f"@{{{dimension_sanitizer(field)}}}")  # the colour left out
+             for name, field in [("rank", "rank"), (delta.label, delta.name)] + [(b, b) for b in bins]]
+    spikes = hv.Spikes(frame, "rank", [delta, "colour", *bins]).opts(
+        color="colour", line_width=2 if len(frame) < 400 else 1, tools=["hover"], hover_tooltips=hover,
+        show_grid=True, responsive=True,
         min_width=400, height=300, yformatter=unit_formatter(unit), yticks=unit_ticker(unit), xticks=integer_ticker(),
         title=f"{a} - {b}: {metric} per rank{binned}")
     zero = hv.HLine(0).opts(color=REFERENCE, line_width=1)

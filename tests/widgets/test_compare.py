@@ -53,6 +53,17 @@ def spikes_of(view: pn.Column) -> hv.Spikes:
     return [pane.object for pane in view.select(pn.pane.HoloViews)][1].get(0)
 
 
+def hovered(view: pn.Column) -> list[tuple[str, str]]:
+    """The hover's lines of the per-rank spikes (name, field), each field checked to be a column of their data."""
+    from bokeh.models import ColumnDataSource, HoverTool
+
+    root = view.get_root()
+    source = next(s for s in root.select({"type": ColumnDataSource}) if "rank" in s.data)
+    lines = next(h.tooltips for h in root.select({"type": HoverTool}) if h.tooltips[0][0] == "rank")
+    assert all(field.strip("@{}") in source.data for _, field in lines)
+    return lines
+
+
 def test_many_ranks_draw_each_bins_extremes_exactly():
     rng = np.random.default_rng(5)
     n, step = 5003, 6  # bins of 6 consecutive ranks (1,000 bins at most), the last one of 5
@@ -71,6 +82,8 @@ def test_many_ranks_draw_each_bins_extremes_exactly():
         assert set(inside["of ranks"]) == {f"{first} to {min(first + step, n) - 1}"}  # hover names the bin
     assert drawn["A - B"].max() == exact.max() and drawn["A - B"].min() == exact.min()
     assert drawn.loc[drawn["A - B"].idxmax(), "rank"] == exact.argmax()  # the rank named is the rank's own
+    hover = hovered(compare_view(ds, "a", "b"))
+    assert [name for name, _ in hover] == ["rank", "A - B of the rank's time [s]", "of ranks"]
 
 
 def test_few_ranks_draw_every_rank():
@@ -81,6 +94,8 @@ def test_few_ranks_draw_every_rank():
     assert spikes.data["rank"].tolist() == list(range(2000))
     np.testing.assert_allclose(spikes.data["A - B"].to_numpy(), (ca + wa) - (cb + wb))
     assert spikes.opts.get().kwargs["title"] == "a - b: time per rank" and "of ranks" not in spikes.data
+    view = compare_view(perfkit.model.combine_runs([synthetic("a", ca, wa), synthetic("b", cb, wb)]), "a", "b")
+    assert [name for name, _ in hovered(view)] == ["rank", "A - B of the rank's time [s]"]
 
 
 def test_runs_of_other_ranks_are_not_compared():
