@@ -28,6 +28,19 @@ def test_tasks_run_in_order_in_a_thread_of_their_own_after_the_delay():
     assert seen[0][2] - started >= 0.2
 
 
+def _recording(calls: list, real):
+    """``real`` that appends the calling thread's name to ``calls``, except in threads alive before (other tests'
+    explorers: their background work waits up to ``SHOWN_TIMEOUT_S`` for a page and may call ``real`` later)."""
+    earlier = set(threading.enumerate()) - {threading.main_thread()}
+
+    def record(*args, **kwargs):
+        if threading.current_thread() not in earlier:
+            calls.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    return record
+
+
 def _explored_once_prepared(series, calls: list, monkeypatch) -> pn.Tabs:
     """The explorer's tabs for ``series``, once its background work has made its first call (``calls``, filled by
     the function under test, at most 60 s later)."""
@@ -50,9 +63,7 @@ def test_the_explorer_diagnoses_the_run_in_the_background_and_the_findings_tab_r
 
     series = perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("48", "96")])
     calls = []
-    real = results.diagnose
-    monkeypatch.setattr(results, "diagnose",
-                        lambda *a, **kw: calls.append(threading.current_thread().name) or real(*a, **kw))
+    monkeypatch.setattr(results, "diagnose", _recording(calls, results.diagnose))
     tabs = _explored_once_prepared(series, calls, monkeypatch)
     tabs.active = list(tabs._names).index("findings")
     assert calls == ["perfkit-warmup"]  # shown: drawn from the background's findings
@@ -103,8 +114,7 @@ def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_r
     series = perfkit.open_runs([ROOT / "data" / "synthetic" / n / "slt.mpinside" for n in ("48", "96", "192")])
     calls, tables = [], []
     real = tab.scaling
-    monkeypatch.setattr(tab, "scaling", lambda *a, **kw: calls.append(threading.current_thread().name) or (
-        tables.append(real(*a, **kw)) or tables[-1]))
+    monkeypatch.setattr(tab, "scaling", _recording(calls, lambda *a, **kw: tables.append(real(*a, **kw)) or tables[-1]))
     tabs = _explored_once_prepared(series, calls, monkeypatch)
     tabs.active = list(tabs._names).index("scaling")
     shown = tabs[tabs.active]
