@@ -192,7 +192,9 @@ def test_diagnose_peak_memory_does_not_grow_with_runs(big_store: Path) -> None:
     split = N_CALLS * 2 * BIG_RANKS * 8  # one run's wait split (rank x call x part)
     print(f"diagnose: peak {peaks[1] / 1e6:.1f} MB for 1 run, {peaks[3] / 1e6:.1f} MB for 3; "
           f"one run's wait split {split / 1e6:.1f} MB")
-    assert peaks[3] < peaks[1] + split / 2
+    # holding every run's split would add two splits (the old code: +27 MB); one chunk of runs at a time adds
+    # none, plus what the threads' order leaves alive at the peak (up to +12 MB in a full run under load)
+    assert peaks[3] < peaks[1] + split
 
 
 def test_diagnose_splits_one_chunk_of_runs_at_a_time(small_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
