@@ -31,7 +31,7 @@ class Session:
     def __init__(self) -> None:
         doc = pn.state.curdoc
         self.doc = doc if doc is not None and doc.session_context is not None else None
-        self.loop = _kernel_loop() if self.doc is None else None
+        self.loop = kernel_loop() if self.doc is None else None
 
     @property
     def looping(self) -> bool:
@@ -120,18 +120,21 @@ def placeholder(what: str, started: float) -> pn.Row:
                   pn.pane.Markdown(note, sizing_mode="stretch_width"), sizing_mode="stretch_width")
 
 
-def _kernel_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop of the Jupyter kernel this runs in (None outside a kernel: a script's loop, such as a
-    browser driver's, may be marked running in this thread without serving callbacks while the script runs)."""
-    if not _in_kernel():
-        return None
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread (a Jupyter kernel's, a server's), or None."""
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
 
 
-def _in_kernel() -> bool:
+def kernel_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the Jupyter kernel this runs in (None outside a kernel: a script's loop, such as a
+    browser driver's, may be marked running in this thread without serving callbacks while the script runs)."""
+    return running_loop() if in_kernel() else None
+
+
+def in_kernel() -> bool:
     """Whether this runs in a Jupyter kernel (an IPython shell with a kernel)."""
     try:
         from IPython import get_ipython

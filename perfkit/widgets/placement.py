@@ -22,7 +22,6 @@ of its directory under that strategy, compared while that strategy is shown.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import math
 import threading
@@ -47,6 +46,7 @@ import perfkit
 from perfkit.analysis.traffic import aggregate, inter_group_share
 from perfkit.placement.cost import cost_text
 from perfkit.plots.axes import si_formatter
+from perfkit.widgets import offloop
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 from perfkit.widgets.selection import describe_ranks
 
@@ -484,7 +484,7 @@ class PlacementView:
         self._answered = 0  # the last job generation that has shown something
         self._completed = 0  # the last job generation whose whole result (with its prediction) has been shown
         self._doc = pn.state.curdoc
-        self._loop = _kernel_loop()  # in a notebook the page is changed from the kernel's loop thread only
+        self._loop = offloop.kernel_loop()  # in a notebook the page is changed from the kernel's loop thread only
         self._pending: list[Any] = []  # page changes from the job's thread, waiting for the loop
         self._delivered = threading.Event()
         self.controls = self._controls()
@@ -671,7 +671,7 @@ class PlacementView:
             callback()
 
     def _on_loop_thread(self) -> bool:
-        return self._loop is not None and _running_loop() is self._loop
+        return self._loop is not None and offloop.running_loop() is self._loop
 
     def _run_pending(self) -> None:
         """The page changes delivered so far, in order (on the kernel's loop thread)."""
@@ -744,29 +744,6 @@ class PlacementView:
         self.progress.param.update(active=False, visible=False)
         self.cancel.visible = False
         self.status.object = message
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running in this thread (a Jupyter kernel's, a server's), or None."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _kernel_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop of the Jupyter kernel this runs in (None outside a kernel: a script's loop, such as a
-    browser driver's, may be marked running in this thread without serving callbacks while the script runs)."""
-    return _running_loop() if _in_kernel() else None
-
-
-def _in_kernel() -> bool:
-    """Whether this runs in a Jupyter kernel (an IPython shell with a kernel)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    return hasattr(get_ipython(), "kernel")
 
 
 def _download_label(fmt: str) -> str:

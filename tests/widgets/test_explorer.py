@@ -210,7 +210,7 @@ def test_a_tab_shown_before_its_result_is_ready_leaves_the_event_loop_free(serie
     efficiencies, on the loop's thread, once they are there."""
     from perfkit.widgets import offloop, results, warmup
 
-    monkeypatch.setattr(offloop, "_in_kernel", lambda: True)  # this test's event loop plays a kernel's
+    monkeypatch.setattr(offloop, "in_kernel", lambda: True)  # this test's event loop plays a kernel's
     monkeypatch.setattr(warmup, "START_DELAY_S", 600.0)  # no background preparation: the tab asks first
     released, real = threading.Event(), results.pop_metrics
 

@@ -31,7 +31,7 @@ def text(pane: pn.viewable.Viewable) -> str:
 
 
 def test_the_result_is_drawn_on_the_loops_thread_and_a_failure_shown_then_tried_again(monkeypatch):
-    monkeypatch.setattr(offloop, "_in_kernel", lambda: True)  # this test's event loop plays a kernel's
+    monkeypatch.setattr(offloop, "in_kernel", lambda: True)  # this test's event loop plays a kernel's
     outcomes = iter(["fails", "made"])
     drawn_in: list[str] = []
 
@@ -68,7 +68,7 @@ def test_the_result_is_drawn_on_the_loops_thread_and_a_failure_shown_then_tried_
 
 
 def test_a_result_for_a_view_asked_for_before_the_last_draws_nothing(monkeypatch):
-    monkeypatch.setattr(offloop, "_in_kernel", lambda: True)
+    monkeypatch.setattr(offloop, "in_kernel", lambda: True)
     gate = threading.Event()
     redraws: list[int] = []
 

@@ -15,6 +15,7 @@ import perfkit
 from perfkit import text
 from perfkit.placement.network import Network
 from perfkit.placement.predict import predict_placement, run_seconds
+from perfkit.widgets import offloop
 from perfkit.widgets import placement as tab
 from perfkit.widgets.placement import PlacementResult, placement_view, run_traffic
 from perfkit.widgets.ranks import rank_state
@@ -305,7 +306,7 @@ def test_a_map_arriving_after_its_prediction_is_dropped(run96, monkeypatch):
 def test_in_a_kernel_the_page_changes_on_the_loop_thread_only(run96, monkeypatch):
     """In a notebook kernel (a running event loop) the job's results reach the page from the loop's thread:
     a Voila page took no further change after parts of two messages sent from two threads interleaved."""
-    monkeypatch.setattr(tab, "_in_kernel", lambda: True)
+    monkeypatch.setattr(offloop, "in_kernel", lambda: True)
 
     async def kernel() -> tuple[int, set[int], list[str]]:
         view = placement_view(run96, link_rate="1gbit")
