@@ -145,12 +145,21 @@ def add_blank_arrays(store: Path,
     """Add to the zarr format 2 ``store`` the float64 arrays ``name -> (shape, chunk, attributes)`` with no chunk
     written (every element the fill value, NaN), and add them to its consolidated metadata: what
     ``Dataset.to_zarr(compute=False)`` writes for dask arrays, without building a dask graph."""
-    consolidated = json.loads((store / ".zmetadata").read_text())
+    entries = {}
     for name, (shape, chunk, attrs) in arrays.items():
         (store / name).mkdir()
-        for key, value in ((".zarray", zarray(shape, chunk)), (".zattrs", attrs)):
-            (store / name / key).write_text(json.dumps(value, indent=2))
-            consolidated["metadata"][f"{name}/{key}"] = value
+        entries.update({f"{name}/.zarray": zarray(shape, chunk), f"{name}/.zattrs": attrs})
+    _put_metadata(store, entries)
+
+
+def _put_metadata(store: Path, entries: Mapping[str, Any], consolidated: dict[str, Any] | None = None) -> None:
+    """Write each ``key -> value`` of ``entries`` as the JSON file ``store/key``, then the store's consolidated
+    metadata (``.zmetadata``, read from the store unless given) with them recorded."""
+    if consolidated is None:
+        consolidated = json.loads((store / ".zmetadata").read_text())
+    for key, value in entries.items():
+        (store / key).write_text(json.dumps(value, indent=2))
+        consolidated["metadata"][key] = value
     (store / ".zmetadata").write_text(json.dumps(consolidated, indent=2))
 
 
@@ -188,9 +197,7 @@ def write_layout(store: Path, variables: Mapping[str, xr.Variable], attrs: Mappi
         (store / name / ".".join(["0"] * values.ndim)).write_bytes(ZARR_DEFAULT.encode(encoded))
     for name in chunks:
         (store / name).mkdir()
-    for key, value in meta.items():
-        (store / key).write_text(json.dumps(value, indent=2))
-    (store / ".zmetadata").write_text(json.dumps({"metadata": meta, "zarr_consolidated_format": 1}, indent=2))
+    _put_metadata(store, meta, {"metadata": {}, "zarr_consolidated_format": 1})
     return True
 
 
@@ -199,10 +206,7 @@ def add_attrs(store: Path, attrs: Mapping[str, Any]) -> None:
     metadata, in that order, as ``zarr`` and ``zarr.consolidate_metadata`` would (without their event-loop
     thread: 10-90 ms for a completeness mark at load 3-4)."""
     consolidated = json.loads((store / ".zmetadata").read_text())
-    group = {**consolidated["metadata"][".zattrs"], **attrs}
-    consolidated["metadata"][".zattrs"] = group
-    (store / ".zattrs").write_text(json.dumps(group, indent=2))
-    (store / ".zmetadata").write_text(json.dumps(consolidated, indent=2))
+    _put_metadata(store, {".zattrs": {**consolidated["metadata"][".zattrs"], **attrs}}, consolidated)
 
 
 def _kind(var: xr.Variable, blank: bool) -> dict[str, Any] | None:
