@@ -176,12 +176,18 @@ def status(name: str) -> int:
     return 128 + signal.Signals[name].value
 
 
+def _ignored(args: sys.UnraisableHookArgs) -> None:
+    """An unraisable exception, after a signal stopped the command: a finalizer of what it interrupted."""
+
+
 def run(command: str, body: Callable[[], int], fate: Callable[[], str]) -> int:
     """``body()`` inside ``stopping()``; if a signal stops it, print ``perfkit COMMAND: stopped by SIGNAME;
     FATE`` (``fate()``, called once the temporaries are removed) on stderr, then each note the interrupt
     carries on a line of its own, and return 128 + its number.
 
-    What the signal interrupted is released quietly (zarr's coroutines cut short warn "never awaited").
+    What the signal interrupted is released quietly: zarr's coroutines cut short warn "never awaited", and an
+    object cut short while being made (an event loop without its signal handlers yet) fails in its finalizer,
+    which Python would print as "Exception ignored in ..." now or as the process ends.
     """
     with warnings.catch_warnings():
         with stopping():
@@ -189,6 +195,8 @@ def run(command: str, body: Callable[[], int], fate: Callable[[], str]) -> int:
                 return body()
             except KeyboardInterrupt as exc:
                 warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+                if _is_command():  # the command ends here: for the rest of its process (not a notebook's)
+                    sys.unraisablehook = _ignored
                 name = str(exc) if str(exc) in signal.Signals.__members__ else "SIGINT"
                 notes = list(getattr(exc, "__notes__", ()))
         gc.collect()
