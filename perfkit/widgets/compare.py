@@ -10,6 +10,8 @@ percent of B. Groups are named in words and keep their colours (:mod:`perfkit.pl
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
@@ -65,6 +67,16 @@ def difference(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric: 
     return groups, ranks
 
 
+def in_words(unit: str) -> Callable[[float], str]:
+    """Writes a signed difference in ``unit`` in words: ``+12.3 ms``, ``-4.1 MB``, ``+1.2 k`` (:mod:`perfkit.text`)."""
+    if unit == "s":
+        return lambda value: fmt.seconds(value, signed=True)
+    if unit == "B":
+        return lambda value: fmt.nbytes(value, signed=True)
+    suffix = "" if unit in ("", "1") else f" {unit}"
+    return lambda value: fmt.significant(value, signed=True) + suffix
+
+
 def summary(ranks: pd.DataFrame, unit: str) -> pd.DataFrame:
     """The totals of A and B over their ranks (sum, mean and largest per rank), ``A - B`` and its percent of B,
     in words (:mod:`perfkit.text`); ``ranks`` is the per-rank table of :func:`difference`."""
@@ -87,7 +99,7 @@ def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric
     ``ds``'s :func:`perfkit.widgets.study_summary.summarise` when known (else ``ds`` is read for it);
     ``differences``: :func:`difference` of A and B when already computed (else they are read for it)."""
     unit = str(ds["units"].sel(metric=metric).item())
-    quantity = f"{metric} [{unit}]" if unit not in ("", "1") else metric
+    quantity, words = metric, in_words(unit)  # the ticks carry the unit (``10 ms``), the hover each value in words
     if a == b:
         return pn.Column(pn.pane.Markdown("A and B are the same run: pick two runs."))
     study = _summary_of(ds, study)
@@ -95,17 +107,22 @@ def compare_view(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric
         return pn.Column(pn.pane.Markdown(f"{a} and {b} do not hold the same ranks: compare runs of the same ranks."))
     groups, ranks = difference(ds, a, b, by=by, metric=metric, summary=study) if differences is None else differences
     named = groups.reset_index().assign(**{by: lambda f: f[by].map(label)})  # groups in words
-    bars = hv.Bars(named, by, hv.Dimension("A - B", label=f"A - B, mean per rank of {quantity}")).opts(
+    named["change"] = [words(v) for v in named["A - B"].to_numpy()]
+    mean = hv.Dimension("A - B", label=f"A - B, mean per rank of {quantity}")
+    bar_hover = [(by, f"@{{{dimension_sanitizer(by)}}}"), (mean.label, "@{change}")]
+    bars = hv.Bars(named, by, [mean, "change"]).opts(
         color=by, cmap=labelled_colours(ds[by].values), show_legend=False, xrotation=30, tools=["hover"],
+        hover_tooltips=bar_hover,
         show_grid=True, responsive=True, min_width=400, height=320, yformatter=unit_formatter(unit),
         yticks=unit_ticker(unit),
         title=f"{a} - {b}: {metric} per {by}")
     frame, step = drawn_ranks(ranks)
     binned = f" (largest and smallest A - B of every {step} ranks)" if step > 1 else ""
     delta, bins = hv.Dimension("A - B", label=f"A - B of the rank's {quantity}"), ["of ranks"] if step > 1 else []
+    frame["change"] = [words(v) for v in frame["A - B"].to_numpy()]
     hover = [(name, f"@{{{dimension_sanitizer(field)}}}")  # the colour left out
-             for name, field in [("rank", "rank"), (delta.label, delta.name)] + [(b, b) for b in bins]]
-    spikes = hv.Spikes(frame, "rank", [delta, "colour", *bins]).opts(
+             for name, field in [("rank", "rank"), (delta.label, "change")] + [(b, b) for b in bins]]
+    spikes = hv.Spikes(frame, "rank", [delta, "colour", "change", *bins]).opts(
         color="colour", line_width=2 if len(frame) < 400 else 1, tools=["hover"], hover_tooltips=hover,
         show_grid=True, responsive=True,
         min_width=400, height=300, yformatter=unit_formatter(unit), yticks=unit_ticker(unit), xticks=integer_ticker(),

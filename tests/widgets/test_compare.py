@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 import perfkit
+from perfkit import text as fmt
 from perfkit.model import make_run
 from perfkit.plots.palette import label
 from perfkit.widgets.compare import comparable_pairs, compare_view, default_pair, difference, summary, with_rerun
@@ -82,8 +83,11 @@ def test_many_ranks_draw_each_bins_extremes_exactly():
         assert set(inside["of ranks"]) == {f"{first} to {min(first + step, n) - 1}"}  # hover names the bin
     assert drawn["A - B"].max() == exact.max() and drawn["A - B"].min() == exact.min()
     assert drawn.loc[drawn["A - B"].idxmax(), "rank"] == exact.argmax()  # the rank named is the rank's own
-    hover = hovered(compare_view(ds, "a", "b"))
-    assert [name for name, _ in hover] == ["rank", "A - B of the rank's time [s]", "of ranks"]
+    view = compare_view(ds, "a", "b")
+    hover = hovered(view)
+    assert [name for name, _ in hover] == ["rank", "A - B of the rank's time", "of ranks"]
+    drawn = spikes_of(view).data  # the hover writes each difference in words, as the ticks write the axis
+    assert drawn["change"].tolist() == [fmt.seconds(v, signed=True) for v in drawn["A - B"]]
 
 
 def test_few_ranks_draw_every_rank():
@@ -95,7 +99,7 @@ def test_few_ranks_draw_every_rank():
     np.testing.assert_allclose(spikes.data["A - B"].to_numpy(), (ca + wa) - (cb + wb))
     assert spikes.opts.get().kwargs["title"] == "a - b: time per rank" and "of ranks" not in spikes.data
     view = compare_view(perfkit.model.combine_runs([synthetic("a", ca, wa), synthetic("b", cb, wb)]), "a", "b")
-    assert [name for name, _ in hovered(view)] == ["rank", "A - B of the rank's time [s]"]
+    assert [name for name, _ in hovered(view)] == ["rank", "A - B of the rank's time"]
 
 
 def test_runs_of_other_ranks_are_not_compared():
@@ -149,3 +153,15 @@ def test_the_explorers_study_summary_spares_reading_the_cube(placed, monkeypatch
     pd.testing.assert_frame_equal(given_groups, groups)
     pd.testing.assert_frame_equal(given_ranks, ranks)
     assert compare_view(mixed, "before", "scotch", study=study).objects
+
+
+def test_hover_and_axes_write_the_difference_in_its_unit():
+    n = 8
+    ds = perfkit.model.combine_runs([synthetic("a", np.full(n, 1.0123), np.full(n, 0.5)),
+                                     synthetic("b", np.full(n, 1.0), np.full(n, 0.5))])
+    view = compare_view(ds, "a", "b")
+    assert set(spikes_of(view).data["change"]) == {"+12.3 ms"}  # 1.0123 s - 1.0 s per rank
+    bars = next(pane.object for pane in view.select(pn.pane.HoloViews))
+    assert "+12.3 ms" in set(bars.data["change"])  # the compute group's mean per rank
+    labels = [d.pprint_label for d in bars.vdims[:1] + spikes_of(view).vdims[:1]]
+    assert labels == ["A - B, mean per rank of time", "A - B of the rank's time"]  # the ticks say ms, not [s]
