@@ -22,7 +22,8 @@ state changed once per user action, a plot whose data is replaced rather than re
 than the first compute only while they are shown. Their results (the scaling tables, the POP efficiencies, the
 findings, run A against run B) are computed off the event loop, in the background once the first plot is up
 (:mod:`perfkit.widgets.warmup`) or when the tab is shown before: the tab shows a placeholder meanwhile and is
-drawn when its result is there (:mod:`perfkit.widgets.offloop`), every control working in between.
+drawn when its result is there (:mod:`perfkit.widgets.offloop`), every control working in between: those
+computations pause while the user acts (:mod:`perfkit.widgets.gate`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from perfkit.plots.traffic import style_heatmap
 from perfkit.widgets.callsites import callsite_tab, has_callsites
 from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
 from perfkit.widgets.findings import findings_list
+from perfkit.widgets.gate import interaction, watch_page
 from perfkit.widgets.kept import Once, pending
 from perfkit.widgets.offloop import OffLoop, Redraw
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_state
@@ -86,6 +88,11 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     # starts them (pn.state.onload); in a notebook or Voila, the page's view of the dashboard's widget
     shown = (lambda: shown_through_ipywidgets(dashboard)) if pn.config.comms == "ipywidgets" else None
     warmup = Warmup(shown=None if pn.state.curdoc is not None else shown)
+    # the controls before the tabs' computations: these pause while the user acts (served: as the page's change
+    # arrives; elsewhere as the view changes)
+    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        watch_page(pn.state.curdoc)
+    state.param.watch(lambda _: interaction(), ["run", "metric", "by", "ranks", "selected"])
     # a tab's results are computed off the event loop (in the background, or when the tab is shown early)
     results = TabResults(profiles, with_rerun(profiles, rerun), state.summary)
     if has_scaling(ds):

@@ -5,7 +5,8 @@ Served by panel, a callback that computes holds the server's event loop: every c
 for it (at 100,000 ranks x 100 runs a tab's first table is a pass over the cube, about a minute). An
 :class:`OffLoop` view is drawn at once when its result is there; otherwise it shows a placeholder, computes the
 result in a worker thread and asks to be drawn again, on the session's own thread, when the result is there
-(:class:`Session`): no panel, holoviews or bokeh object is made in the worker thread.
+(:class:`Session`): no panel, holoviews or bokeh object is made in the worker thread. The worker pauses while the
+user acts (:mod:`perfkit.widgets.gate`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import panel as pn
 import param
 from panel.io.state import set_curdoc
 
+from perfkit.widgets.gate import behind_controls
 from perfkit.widgets.kept import Once
 
 
@@ -102,7 +104,8 @@ class OffLoop:
 
     def _compute(self, asked: int, pending: Once[Any], session: Session) -> None:
         try:
-            pending()
+            with behind_controls():  # the controls first (perfkit.widgets.gate)
+                pending()
         except Exception as problem:  # shown in the view
             self._failed = (pending, problem)
         session.call(lambda: self._done(asked))

@@ -2,7 +2,8 @@
 plot is up, so that a tab's first visit only draws.
 
 Only computations run there (imports of a tab's modules, ``pop_metrics``, ``diagnose``): no panel or
-holoviews object is made outside the session's own thread. A result is shared as a
+holoviews object is made outside the session's own thread, and the work pauses while the user acts
+(:mod:`perfkit.widgets.gate`). A result is shared as a
 :class:`perfkit.widgets.kept.Once`: a tab shown while its result is being prepared shows a placeholder and waits
 for it in a thread of its own (:class:`perfkit.widgets.offloop.OffLoop`), never on the event loop, rather than
 computing it a second time. A computation that fails in the background is left for the tab, which computes it
@@ -20,6 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from perfkit.widgets.gate import behind_controls
 
 #: Seconds from the dashboard's first rendering to the start of the background work (the first plot's
 #: models reach the page in that time: the work would otherwise compete with them for the interpreter).
@@ -62,7 +65,8 @@ class Warmup:
         time.sleep(self.delay_s)
         for task in self.tasks:
             try:
-                task()
+                with behind_controls():  # each task, and each of its dask tasks, after the controls' changes
+                    task()
             except Exception:  # the tab computes it again when shown and shows the error)
                 continue
         self.done.set()
