@@ -43,6 +43,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
 import perfkit
+from perfkit import text as words
 from perfkit.analysis.traffic import aggregate, inter_group_share
 from perfkit.placement.cost import cost_text
 from perfkit.plots.axes import si_formatter
@@ -84,7 +85,7 @@ MAX_NODE_TICKS = 16
 #: What the what-if line says while the prediction is computed.
 PREDICTING = "Predicting the elapsed time..."
 #: Rows of the prediction table: elapsed time and inter-node bytes.
-ELAPSED_ROW, BYTES_ROW = "elapsed [s]", "inter-node bytes"
+ELAPSED_ROW, BYTES_ROW = "elapsed", "inter-node bytes"
 #: An elapsed time inside the interval, or not, as the prediction table says it.
 INSIDE, OUTSIDE = "inside", "OUTSIDE"
 #: Placements remembered per view (switching back to a topology and strategy seen is instant).
@@ -325,57 +326,58 @@ def _placement(data: Any, topology: Topology, strategy: str, timeout: float | No
 
 
 def prediction_text(result: PlacementResult) -> str:
-    """The prediction in words: elapsed time before -> after [s] with its interval, inter-node bytes, and
-    the network it assumed with where its numbers came from."""
+    """The prediction in words: elapsed time before -> after with its interval, inter-node bytes, and the network
+    it assumed with where its numbers came from (times and bytes with their units: :func:`elapsed`,
+    :mod:`perfkit.text`)."""
     pred = result.prediction
     if pred is None:
         return result.prediction_note
     label = STRATEGY_LABELS.get(result.placed.strategy, result.placed.strategy)
     change = 100 * (pred.elapsed_after / pred.elapsed_before - 1)
     parts = [f"**Predicted elapsed time** placed by {label} (from the end of `MPI_Init` to the start of "
-             f"`MPI_Finalize`): {pred.elapsed_before:.4g} s -> **{pred.elapsed_after:.4g} s** ({change:+.1f} %), "
-             f"interval {pred.elapsed_after_low:.4g} .. {pred.elapsed_after_high:.4g} s; inter-node bytes "
-             f"{si(pred.inter_node_bytes_before)}B -> {si(pred.inter_node_bytes_after)}B. "
+             f"`MPI_Finalize`): {elapsed(pred.elapsed_before)} -> **{elapsed(pred.elapsed_after)}** "
+             f"({change:+.1f} %), interval {elapsed(pred.elapsed_after_low)} .. {elapsed(pred.elapsed_after_high)}; "
+             f"inter-node bytes {words.nbytes(pred.inter_node_bytes_before)} -> "
+             f"{words.nbytes(pred.inter_node_bytes_after)}. "
              f"Placed before: {pred.placement_before}."]
     sources = pred.network.sources
     if sources.get("node_link_Bps") == "described":
-        parts.append(f"Network: links of {si(pred.network.node_link_Bps * 8)}bit/s (described): the links need "
-                     f"{pred.link_before['seconds']:.3g} s -> {pred.link_after['seconds']:.3g} s for the run's "
-                     f"traffic, against the busiest rank's {pred.mpi_seconds:.3g} s of MPI time.")
+        parts.append(f"Network: links of {words.bitrate(pred.network.node_link_Bps * 8)} (described): the links need "
+                     f"{words.seconds(pred.link_before['seconds'])} -> {words.seconds(pred.link_after['seconds'])} for "
+                     f"the run's traffic, against the busiest rank's {words.seconds(pred.mpi_seconds)} of MPI time.")
     else:
         parts.append("Network: link rate **unknown** (type one, e.g. 200mbit, for a narrower interval): the "
-                     f"network's time may be anything up to the busiest rank's {pred.mpi_seconds:.3g} s of MPI time.")
+                     f"network's time may be anything up to the busiest rank's {words.seconds(pred.mpi_seconds)} of "
+                     "MPI time.")
     return " ".join(parts)
 
 
 def prediction_table(result: PlacementResult) -> pd.DataFrame:
-    """Elapsed time [s] and inter-node bytes before, predicted (with the interval) and, given the re-run,
-    measured, the prediction's error [%] and whether the measurement fell inside the interval."""
+    """Elapsed time and inter-node bytes before, predicted (with the interval) and, given the re-run, measured, the
+    prediction's error [%] and whether the measurement fell inside the interval; in words with their units."""
     pred = result.prediction
     if pred is None:
         return pd.DataFrame()
-    rows = {ELAPSED_ROW: {"before": f"{pred.elapsed_before:.4g}", "predicted": f"{pred.elapsed_after:.4g}",
-                          "interval": f"{pred.elapsed_after_low:.4g} .. {pred.elapsed_after_high:.4g}"},
-            BYTES_ROW: {"before": f"{si(pred.inter_node_bytes_before)}B",
-                        "predicted": f"{si(pred.inter_node_bytes_after)}B", "interval": ""}}
+    rows = {ELAPSED_ROW: {"before": elapsed(pred.elapsed_before), "predicted": elapsed(pred.elapsed_after),
+                          "interval": f"{elapsed(pred.elapsed_after_low)} .. {elapsed(pred.elapsed_after_high)}"},
+            BYTES_ROW: {"before": words.nbytes(pred.inter_node_bytes_before),
+                        "predicted": words.nbytes(pred.inter_node_bytes_after), "interval": ""}}
     row = result.comparison
     if row is not None:
-        rows[ELAPSED_ROW].update({"measured (re-run)": f"{row['elapsed_measured']:.4g}",
+        rows[ELAPSED_ROW].update({"measured (re-run)": elapsed(row["elapsed_measured"]),
                                   "error": f"{row['elapsed_error_pct']:+.1f} %",
                                   "in interval": INSIDE if row["in_interval"] else OUTSIDE})
         error = row["bytes_error_pct"]
-        rows[BYTES_ROW].update({"measured (re-run)": f"{si(row['bytes_measured'])}B",
+        rows[BYTES_ROW].update({"measured (re-run)": words.nbytes(row["bytes_measured"]),
                                 "error": f"{error:+.1f} %" if math.isfinite(error) else "",
                                 "in interval": ""})
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("").reset_index()
 
 
-def si(value: float) -> str:
-    """``value`` with an SI prefix and four significant digits: ``219.4 M``, ``3.2 k``, ``12 ``."""
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.4g} {prefix}"
-    return f"{value:.4g} "
+def elapsed(value: float) -> str:
+    """An elapsed time [s] in words to four significant digits, as a prediction is set against its re-run:
+    ``1.358 s``, ``185.3 ms``."""
+    return words.seconds(value, digits=4)
 
 
 def selection_text(result: PlacementResult, selected: list[int] | None, label: str = "") -> str:

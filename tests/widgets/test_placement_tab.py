@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -90,13 +91,15 @@ def test_prediction_is_the_network_aware_model_with_its_interval(run96):
     matrix = dense_bytes(run96)
     assert pred.inter_node_bytes_before == pytest.approx(inter_node(matrix, np.arange(96) // 24))
     assert pred.inter_node_bytes_after == pytest.approx(inter_node(matrix, result.placed.node))
-    text = view.prediction.object
-    assert f"{pred.elapsed_before:.4g} s -> **{pred.elapsed_after:.4g} s**" in text
-    assert f"interval {pred.elapsed_after_low:.4g} .. {pred.elapsed_after_high:.4g} s" in text
-    assert "link rate **unknown**" in text
+    said = view.prediction.object
+    assert f"{text.seconds(pred.elapsed_before, digits=4)} -> **{tab.elapsed(pred.elapsed_after)}**" in said
+    assert f"interval {tab.elapsed(pred.elapsed_after_low)} .. {tab.elapsed(pred.elapsed_after_high)}" in said
+    assert not text.unreadable(said)  # no exponent, no NaN
+    assert "link rate **unknown**" in said
     table = tab.prediction_table(result).set_index("")
     assert list(table.columns) == ["before", "predicted", "interval"]  # nothing measured yet
-    assert table.loc["inter-node bytes", "predicted"] == f"{tab.si(pred.inter_node_bytes_after)}B"
+    assert table.loc["inter-node bytes", "predicted"] == text.nbytes(pred.inter_node_bytes_after)
+    assert re.fullmatch(r"\d{1,3}(\.\d+)? [kMGT]?B", table.loc["inter-node bytes", "predicted"])  # 414 MB
     assert view.forecast.visible and view.measured.object == ""
 
 
@@ -110,7 +113,7 @@ def test_link_rate_narrows_the_interval_without_mapping_again(run96):
     assert described.prediction.as_dict() == expected.as_dict()
     wide, narrow = (r.prediction.elapsed_after_high - r.prediction.elapsed_after_low for r in (unknown, described))
     assert narrow <= wide
-    assert "links of 1 Gbit/s (described)" in view.prediction.object
+    assert "links of 1.00 Gbit/s (described)" in view.prediction.object
     view.state.link_rate = "fast"
     refused = view.wait()
     assert refused.prediction is None and view.results.visible and not view.forecast.visible
@@ -132,9 +135,9 @@ def test_rerun_is_set_against_the_prediction(run96):
     assert row["bytes_measured"] == pytest.approx(inter_node(dense_bytes(rerun), result.placed.node))
     assert row == result.prediction.compare(row["elapsed_measured"], row["bytes_measured"])
     table = tab.prediction_table(result).set_index("")
-    assert table.loc["elapsed [s]", "measured (re-run)"] == f"{row['elapsed_measured']:.4g}"
-    assert table.loc["elapsed [s]", "error"] == f"{row['elapsed_error_pct']:+.1f} %"
-    assert table.loc["elapsed [s]", "in interval"] == (tab.INSIDE if row["in_interval"] else tab.OUTSIDE)
+    assert table.loc["elapsed", "measured (re-run)"] == tab.elapsed(row["elapsed_measured"])
+    assert table.loc["elapsed", "error"] == f"{row['elapsed_error_pct']:+.1f} %"
+    assert table.loc["elapsed", "in interval"] == (tab.INSIDE if row["in_interval"] else tab.OUTSIDE)
     assert "`scotch`" in view.measured.object and "no host names" in view.measured.object
     view.state.strategy = "round_robin"  # the re-run is Scotch's: nothing to compare with
     assert view.wait().comparison is None and "measured (re-run)" not in tab.prediction_table(view.result)
