@@ -37,6 +37,17 @@ return Number(value.toPrecision(3)).toString() + prefixes[i];
 """
 
 
+#: Units written with an SI prefix on a log axis (:func:`log_unit_formatter`).
+PREFIXED = ("B", "s", "B/s", "bit/s")
+#: Tick labels of a log axis in a unit (``UNIT``): each tick its own SI prefix, from nano to peta, three digits.
+LOG_JS = """
+const a = Math.abs(tick);
+if (a === 0) return "0";
+const prefixes = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""], [1e-3, "m"], [1e-6, "µ"],
+                  [1e-9, "n"]];
+const [scale, prefix] = prefixes.find(([s]) => a >= s * (1 - 1e-9)) || [1e-9, "n"];
+return Number((tick / scale).toPrecision(3)).toString() + " " + prefix + "UNIT";
+"""
 #: Tick labels of a quantity with a unit: one SI prefix for the whole axis, chosen by its largest tick (``UNIT``
 #: is replaced by the unit), three significant digits.
 UNIT_JS = """
@@ -130,6 +141,15 @@ def log_formatter() -> PrintfTickFormatter:
 def si_formatter() -> CustomJSTickFormatter:
     """Labels with SI prefixes from 1000 up (``500 k``, ``20 M``), plain numbers below (bytes, counts)."""
     return CustomJSTickFormatter(code=SI_JS)
+
+
+def log_unit_formatter(unit: str) -> CustomJSTickFormatter:
+    """Labels of a log axis (a colour bar over decades) in ``unit``, each tick with its own SI prefix, since one
+    prefix cannot fit ``1 kB`` and ``10 GB``: ``10 MB``, ``500 µs``; a count (``""``, ``"1"``) or a unit that takes
+    no prefix as :func:`si_formatter` writes it."""
+    if unit not in PREFIXED:
+        return si_formatter()
+    return CustomJSTickFormatter(code=LOG_JS.replace("UNIT", unit.replace('"', "")))
 
 
 def integer_ticker() -> BasicTicker:

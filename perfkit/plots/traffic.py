@@ -17,7 +17,8 @@ import scipy.sparse as sps
 import xarray as xr
 
 from perfkit.analysis.traffic import Locality, inter_group_share, traffic_matrix
-from perfkit.plots.axes import integer_ticker, log_ticker, si_formatter
+from perfkit.model import TRAFFIC_UNITS
+from perfkit.plots.axes import PREFIXED, integer_ticker, log_ticker, log_unit_formatter
 
 MAX_DENSE = 2048
 #: Size of the data area [px] (square, whatever the width of the colour bar's labels).
@@ -61,7 +62,8 @@ def _image(matrix: sps.csr_matrix, lo: int, kdims: list[str], vdim: str, pixels:
 
 
 def style_heatmap(element: hv.Element, title: str, clabel: str, clim: tuple[float, float] | None) -> hv.Element:
-    """A traffic heatmap's look: log colour (SI-labelled bar), first row on top, ticks at whole ranks or groups only.
+    """A traffic heatmap's look: log colour (a bar labelled in the quantity's unit, ``10 MB``), first row on top,
+    ticks at whole ranks or groups only.
 
     A matrix whose non-zero values are all equal is coloured on a decade either side of that value.
     """
@@ -73,7 +75,7 @@ def style_heatmap(element: hv.Element, title: str, clabel: str, clim: tuple[floa
     if shown[0] is not None and np.all(np.isfinite(shown)):
         opts["cticks"] = log_ticker(shown)
     return element.opts(
-        cformatter=si_formatter(),
+        cformatter=log_unit_formatter(TRAFFIC_UNITS.get(element.vdims[0].name, "")),
         xticks=integer_ticker(),
         yticks=integer_ticker(),
         logz=True,
@@ -87,6 +89,12 @@ def style_heatmap(element: hv.Element, title: str, clabel: str, clim: tuple[floa
         **opts,
         **SIZE,
     )
+
+
+def colour_label(quantity: str) -> str:
+    """The colour bar's title: the quantity alone where its ticks carry the unit (``10 MB``), else with its unit
+    (``count [messages]``)."""
+    return quantity if TRAFFIC_UNITS.get(quantity) in PREFIXED else f"{quantity} [{UNITS.get(quantity, '')}]"
 
 
 def heatmap(
@@ -113,8 +121,7 @@ def heatmap(
                          "profile holds no transfer matrix for it")
     element = _image(matrix, lo, ["receiver", "sender"], quantity, pixels)
     label = title or f"{quantity} sent, ranks {lo}-{hi - 1}"
-    clabel = f"{quantity} [{UNITS.get(quantity, '')}]"
-    return style_heatmap(element, label, clabel, None).opts(shared_axes=False, axiswise=True)
+    return style_heatmap(element, label, colour_label(quantity), None).opts(shared_axes=False, axiswise=True)
 
 
 def group_heatmap(aggregated: xr.DataArray, *, title: str = "", clim: tuple[float, float] | None = None) -> hv.Element:
@@ -124,7 +131,7 @@ def group_heatmap(aggregated: xr.DataArray, *, title: str = "", clim: tuple[floa
     matrix = traffic_matrix(aggregated.data)
     element = _image(matrix, 0, [f"receiver_{level}", f"sender_{level}"], quantity, 400)
     label = title or f"{quantity} {level} to {level}"
-    return style_heatmap(element, label, f"{quantity} [{UNITS.get(quantity, '')}]", clim)
+    return style_heatmap(element, label, colour_label(quantity), clim)
 
 
 def before_after(matrices: Sequence[xr.DataArray], labels: Sequence[str] = ("before", "after")) -> hv.Layout:

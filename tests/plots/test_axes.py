@@ -9,14 +9,14 @@ import subprocess
 import pytest
 from bokeh.models import AdaptiveTicker, BasicTicker, CompositeTicker
 
-from perfkit.plots.axes import time_ticker, unit_formatter, unit_ticker
+from perfkit.plots.axes import log_unit_formatter, si_formatter, time_ticker, unit_formatter, unit_ticker
 
 NODE = shutil.which("node")
 
 
-def labels(unit: str, ticks: list[float]) -> list[str]:
-    """What ``unit_formatter(unit)`` labels ``ticks`` with, run by node as bokeh calls it (tick, index, ticks)."""
-    code = unit_formatter(unit).code
+def labels(unit: str, ticks: list[float], formatter=unit_formatter) -> list[str]:
+    """What ``formatter(unit)`` labels ``ticks`` with, run by node as bokeh calls it (tick, index, ticks)."""
+    code = formatter(unit).code
     script = (f"const f = (tick, index, ticks) => {{ {code} }};\n"
               f"const ticks = {json.dumps(ticks)};\n"
               "console.log(JSON.stringify(ticks.map((t, i) => f(t, i, ticks))));")
@@ -55,3 +55,10 @@ def test_time_axes_tick_at_round_numbers_of_their_unit():
     assert steps == [30, 60, 120, 300, 600, 900, 1800]  # 0.5, 1, 2, 5, 10, 15, 30 min: no 20 s = 0.333 min
     assert seconds.max_interval <= 20 and list(seconds.mantissas) == [1, 2, 5] and seconds.base == 10
     assert hours.base == 3600 and hours.min_interval == 3600
+
+
+def test_log_axes_give_each_decade_its_own_prefix():
+    assert labels("B", [1e3, 1e5, 1e7, 1e9, 1e10], log_unit_formatter) == ["1 kB", "100 kB", "10 MB", "1 GB", "10 GB"]
+    assert labels("s", [1e-6, 1e-4, 1e-2, 1, 2.5e1], log_unit_formatter) == ["1 µs", "100 µs", "10 ms", "1 s", "25 s"]
+    assert labels("B", [12, 0], log_unit_formatter) == ["12 B", "0"]
+    assert log_unit_formatter("1").code == si_formatter().code  # a count: 10 M, no unit to prefix
