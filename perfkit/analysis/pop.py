@@ -273,5 +273,6 @@ def _scalability(ds: xr.Dataset, labels: list[str], useful_total: np.ndarray, re
         if weak:
             ratio = ratio * nprocs / nprocs[ref]
     kind = "weak scaling: x nprocs / reference nprocs" if weak else "strong scaling"
-    note = (f"total compute of the reference run {labels[ref]} ({nprocs[ref]:g} ranks) / this run's ({kind})")
+    ranks = fmt.plural(int(nprocs[ref]), "rank") if np.isfinite(nprocs[ref]) else "ranks unknown"
+    note = f"total compute of the reference run {labels[ref]} ({ranks}) / this run's ({kind})"
     return ratio, [note] * len(labels)
