@@ -166,9 +166,9 @@ def slow_ranks(ds: xr.Dataset, run: str, *, threshold: float = 0.10, by: Group =
     """Ranks of ``run`` whose ``group`` total exceeds the mean by more than ``threshold``.
 
     Columns rank, value, excess (value / mean - 1), most loaded first. ``values`` is
-    ``rank_values(ds, by, group, metric)`` when already computed.
+    ``rank_values(ds, by, group, metric)`` when already computed (else only ``run`` is read).
     """
-    values = rank_values(ds, by, group, metric) if values is None else values
+    values = rank_values(ds.sel(run=[run]), by, group, metric) if values is None else values
     values = values.sel(run=run).dropna("rank")
     excess = values / values.mean() - 1.0
     table = pd.DataFrame({"rank": values["rank"].values, "value": values.values, "excess": excess.values})

@@ -171,3 +171,19 @@ def test_a_trace_and_the_profile_of_one_run_state_the_same_mpi_share():
         assert not share["call"].isin(["MPI_Init", "MPI_Init_thread", "MPI_Finalize"]).any()
     assert trace["elapsed_share"].sum() == pytest.approx(profile["elapsed_share"].sum(), abs=1e-3)
     assert 0.3 < profile["elapsed_share"].sum() < 0.5
+
+
+def test_slow_ranks_reads_only_its_run(two):
+    import dask
+    import dask.array as da
+
+    @dask.delayed
+    def unreadable() -> np.ndarray:
+        raise AssertionError("run b was read")
+
+    lazy = two.copy()
+    b = da.from_delayed(unreadable(), shape=(1, *two["profile"].shape[1:]), dtype=float)
+    lazy["profile"] = (two["profile"].dims, da.concatenate([da.from_array(two["profile"].values[:1]), b]))
+    found = slow_ranks(lazy, "a", threshold=0.1, by="function", group="Compute")
+    expected = slow_ranks(two, "a", threshold=0.1, by="function", group="Compute")
+    assert found.equals(expected) and found["rank"].tolist() == [3]  # 6 against a mean of 3
