@@ -21,8 +21,17 @@ not). The machine is shared: read the ratios to ``open_runs`` and the speed-ups 
 average recorded beside them, not the absolute rates. ``--repeat`` processes per setup, the fastest of each time
 kept.
 
+Parallelism of the reference: ``open_runs`` reads in dask's threads, one a core, but its parsers hold the GIL, so it
+runs on about one core (``open_runs_cores``: its process's CPU seconds over wall seconds, in the process kept);
+``open_runs_1_thread_s`` is the same read in one thread (``num_workers=1``), measured in turn with it, and
+``ratio_to_open_runs_1_thread`` the ratios against it. A cluster's single-threaded worker reads the files of a task in
+as many threads as its host has cores per worker thread. Beside each call, first and second: the CPU seconds of this
+process (``client_cpu``) and, on a cluster, of its workers (``workers_cpu``), one pair a process: the work of a call
+against its waiting (a cold first call's workers import pandas, xarray and dask: 0.3 s of CPU each here).
+
 Run: ``python benchmarks/bench_convert.py [--sets mpip mpinside_300 mpinside_16384] [--files 300] [--copies 100 16]``;
-sets not run keep their previous results in the file.
+sets not run keep their previous results in the file. A set of other than its usual number of files (300 mpiP
+reports, 100 runs of 300 ranks, 16 of 16,384) is recorded under its own key (e.g. ``mpinside_16384_100_runs``).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -45,6 +55,8 @@ HPCCG = sorted((ROOT / "tests" / "data" / "mpip" / "real" / "HPCCG-strong").glob
 SETUPS = {"in_process": (1, 0, False), "process_pool_2": (2, 0, False), "localcluster_1": (None, 1, False),
           "localcluster_2": (None, 2, False), "localcluster_1_preloaded": (None, 1, True),
           "localcluster_2_preloaded": (None, 2, True)}
+#: Files of each set when its results are recorded under the set's name (other counts: ``result_key``).
+USUAL_FILES = {"mpip": 300, "mpinside_300": 100, "mpinside_16384": 16}
 
 
 def copies(sources: list[Path], n: int, folder: Path) -> list[Path]:
@@ -88,8 +100,22 @@ def timed(func) -> float:  # type: ignore[no-untyped-def]
     return time.perf_counter() - start
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user and system) this process has used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def result_key(name: str, files: int) -> str:
+    """Key of set ``name`` of ``files`` files in the results: its name for its usual count, else with the count."""
+    return name if USUAL_FILES.get(name) == files else f"{name}_{files}_runs"
+
+
 def child(folder: Path, setup: str, work: Path) -> dict[str, object]:
-    """In a fresh process: seconds of two ``convert`` calls with ``setup`` and of ``open_runs`` (best of two)."""
+    """In a fresh process: seconds of two ``convert`` calls with ``setup`` and of ``open_runs`` (best of two, in
+    dask's threads and in one thread), with the CPU seconds each used."""
+    import dask
+
     import perfkit
     from perfkit.io import convert as convert_module
 
@@ -97,26 +123,51 @@ def child(folder: Path, setup: str, work: Path) -> dict[str, object]:
     files = sorted(folder.iterdir())
     workers, cluster_workers, preload = SETUPS[setup]
     stores = iter(range(10))
+    cpu: dict[str, list[float]] = {"client_cpu": [], "workers_cpu": []}
 
-    def convert() -> None:
-        perfkit.convert(files, work / f"s{next(stores)}.zarr", progress=False, workers=workers)
+    def on_workers(client: object) -> float:
+        return sum(client.run(cpu_seconds).values())  # type: ignore[attr-defined]
+
+    def convert(client: object = None) -> float:
+        before, workers_before = cpu_seconds(), on_workers(client) if client is not None else 0.0
+        seconds = timed(lambda: perfkit.convert(files, work / f"s{next(stores)}.zarr", progress=False,
+                                                workers=workers))
+        cpu["client_cpu"].append(round(cpu_seconds() - before, 3))
+        if client is not None:
+            cpu["workers_cpu"].append(round(on_workers(client) - workers_before, 3))
+        return seconds
+
+    def reference() -> dict[str, float]:
+        """``open_runs`` in dask's threads and in one thread, in turn, the faster of two each; the cores it used."""
+        threads, one, cores = [], [], []
+        for _ in range(2):
+            before = cpu_seconds()
+            threads.append(timed(lambda: perfkit.open_runs(files, progress=False)))
+            cores.append((cpu_seconds() - before) / threads[-1])
+            with dask.config.set(num_workers=1):
+                one.append(timed(lambda: perfkit.open_runs(files, progress=False)))
+        return {"open_runs_s": min(threads), "open_runs_1_thread_s": min(one),
+                "open_runs_cores": round(cores[threads.index(min(threads))], 2)}
 
     out: dict[str, object] = {}
     if cluster_workers:
         import distributed
 
-        reference = min(timed(lambda: perfkit.open_runs(files, progress=False)) for _ in range(2))
+        ref = reference()
         start = time.perf_counter()
         modules = convert_module.reader_modules() if preload else ()
         with distributed.LocalCluster(n_workers=cluster_workers, threads_per_worker=1, processes=True,
-                                      preload=modules, dashboard_address=None) as cluster, distributed.Client(cluster):
+                                      preload=modules, dashboard_address=None) as cluster, \
+                distributed.Client(cluster) as client:
             out["cluster_start_s"] = round(time.perf_counter() - start, 2)
-            first, again = timed(convert), timed(convert)
+            first, again = convert(client), convert(client)
     else:
         out["start_method"] = convert_module.start_method() if workers and workers > 1 else None  # the first call's
-        first, again = timed(convert), timed(convert)
-        reference = min(timed(lambda: perfkit.open_runs(files, progress=False)) for _ in range(2))
-    return {**out, "first_s": round(first, 3), "again_s": round(again, 3), "open_runs_s": round(reference, 3)}
+        first, again = convert(), convert()
+        ref = reference()
+    return {**out, "first_s": round(first, 3), "again_s": round(again, 3),
+            **{key: round(value, 3) for key, value in ref.items()},
+            **{key: values for key, values in cpu.items() if values}}
 
 
 def measure(name: str, files: list[Path], work: Path, repeat: int) -> dict[str, object]:
@@ -132,12 +183,20 @@ def measure(name: str, files: list[Path], work: Path, repeat: int) -> dict[str, 
             shutil.rmtree(out)
             run = json.loads(done.stdout.splitlines()[-1])
             print(name, setup, run, file=sys.stderr, flush=True)
-            best = runs.setdefault(setup, {**run, "load_average_after": []})
-            best.update({key: min(value, best[key]) for key, value in run.items() if key.endswith("_s")})
+            times = {key: value for key, value in run.items() if key.endswith("_s")}
+            best = runs.setdefault(setup, {**times, "start_method": run.get("start_method"), "each_process": [],
+                                           "load_average_after": []})
+            best.update({key: min(value, best[key]) for key, value in times.items()})
+            best["each_process"].append({key: value for key, value in run.items()  # type: ignore[union-attr]
+                                         if key in ("open_runs_cores", "client_cpu", "workers_cpu")})
             best["load_average_after"].append(round(os.getloadavg()[0], 1))  # type: ignore[attr-defined]
     n = len(files)
-    ratio = {f"{setup}_{call}": round(float(r["open_runs_s"]) / float(r[f"{call}_s"]), 2)  # type: ignore[arg-type]
-             for setup, r in runs.items() for call in ("first", "again")}
+
+    def ratios(reference: str) -> dict[str, float]:
+        return {f"{setup}_{call}": round(float(r[reference]) / float(r[f"{call}_s"]), 2)  # type: ignore[arg-type]
+                for setup, r in runs.items() for call in ("first", "again")}
+
+    ratio = ratios("open_runs_s")
     return {
         "files": n, "files_mb": round(sum(f.stat().st_size for f in files) / 1e6, 1),
         "runs": runs,
@@ -146,6 +205,7 @@ def measure(name: str, files: list[Path], work: Path, repeat: int) -> dict[str, 
         | {f"open_runs_beside_{setup}": round(n / float(r["open_runs_s"]), 1)  # type: ignore[arg-type]
            for setup, r in runs.items()},
         "ratio_to_open_runs": ratio,
+        "ratio_to_open_runs_1_thread": ratios("open_runs_1_thread_s"),
         "speedup_1_to_2_workers": {
             "local (in process -> pool of 2), first call": round(ratio["process_pool_2_first"]
                                                                  / ratio["in_process_first"], 2),
@@ -179,18 +239,20 @@ def main() -> None:
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results = {name: value for name, value in results.items() if isinstance(value, dict) and "runs" in value}
     results["machine_note"] = (f"2 cores shared with other jobs; each setup in {args.repeat} fresh process(es), one "
-                               "first and one second convert call and open_runs (best of 2) in each, the fastest kept")
+                               "first and one second convert call and open_runs (best of 2, in dask's threads and in "
+                               "one) in each, the fastest kept")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name in args.sets:
             before = [round(x, 1) for x in os.getloadavg()]
             files = make_set(name, counts[name], work)
-            results[name] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_average_before": before,
-                             **measure(name, files, work, args.repeat),
-                             "load_average_after": [round(x, 1) for x in os.getloadavg()]}
+            key = result_key(name, counts[name])
+            results[key] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_average_before": before,
+                            **measure(name, files, work, args.repeat),
+                            "load_average_after": [round(x, 1) for x in os.getloadavg()]}
             shutil.rmtree(files[0].parent)
             RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    print(json.dumps({name: results[name] for name in args.sets}, indent=1))
+            print(json.dumps({key: results[key]}, indent=1))
 
 
 if __name__ == "__main__":
