@@ -94,6 +94,9 @@ PARSE_BYTES = 8
 LOCAL_POOL_FROM = 20
 #: ``Dataset.encoding`` key of a run read from a temporary group: the group's path.
 PART = "perfkit_part"
+#: ``Dataset.encoding`` key of a run read from a group written without its metadata files: the metadata of its
+#: arrays' folders, as ``convert_chunks.array_metadata`` would read them (folder -> (``.zarray``, dims)).
+PART_ARRAYS = "perfkit_part_arrays"
 
 
 def convert(
@@ -213,15 +216,18 @@ class Written:
 
     part: str
     shell: xr.Dataset
-    #: Variables ``convert_chunks.write_group`` wrote: name -> (dims, shape, chunk shape, attributes); ``None``
-    #: when the group was written by xarray.
+    #: Variables ``convert_chunks.write_group`` wrote, without metadata files: name -> (dims, shape, chunk shape,
+    #: attributes); ``None`` when the group was written by xarray.
     arrays: dict[str, tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...], dict[str, Any]]] | None = None
 
     def opened(self) -> xr.Dataset:
         """The run, its data variables read lazily from the group."""
-        if self.arrays is not None:  # known: no metadata read
+        if self.arrays is not None:  # known: no metadata read (none was written)
             lazy = self.shell.assign({name: (dims, convert_chunks.lazy_array(Path(self.part) / name, shape, chunk),
                                              attrs) for name, (dims, shape, chunk, attrs) in self.arrays.items()})
+            lazy.encoding[PART_ARRAYS] = {
+                Path(self.part) / name: (convert_chunks.zarray(shape, chunk), list(dims))
+                for name, (dims, shape, chunk, _) in self.arrays.items()}
         else:
             lazy = xr.open_zarr(self.part, consolidated=True, chunks={})
             lazy = sparse_traffic.decode(lazy.assign_coords(self.shell.coords).assign_attrs(self.shell.attrs))
@@ -263,7 +269,7 @@ def write_part(ds: xr.Dataset, part: Path) -> Written:
     ds = stored(validate(ds))
     data = ds.drop_vars(list(ds.coords)).drop_attrs(deep=False)  # the coordinates stay in memory
     if convert_chunks.writable(data):
-        chunks = convert_chunks.write_group(data, part, dict.fromkeys(_RANK_DIMS, RANK_CHUNK))
+        chunks = convert_chunks.write_group(data, part, dict.fromkeys(_RANK_DIMS, RANK_CHUNK), metadata=False)
         return Written(str(part), ds.drop_vars(list(ds.data_vars)), {
             name: (var.dims, var.shape, chunks[name], dict(var.attrs))
             for name, var in ((str(n), v) for n, v in data.data_vars.items())})
@@ -711,14 +717,18 @@ def _move_aligned(sources: Sequence[xr.Dataset], target: Path, coords: dict[str,
     moved: dict[int, set[str]] = {}
     position = 0
     labels = {dim: pd.Index(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}  # once, not once a run
+    # the store's arrays' metadata read once, not once a run
+    stores = {target / name: convert_chunks.array_metadata(target / name) for name in dims_of}
     for source in sources:
         part = source.encoding.get(PART)
         if part is not None and source.sizes["run"] == 1:
+            known = {**stores, **source.encoding.get(PART_ARRAYS, {})}
             for name in source.data_vars:
                 if name not in dims_of:
                     continue
                 offsets = convert_chunks.chunk_offsets(source, labels, dims_of[name], chunks)
-                if offsets is not None and convert_chunks.move(Path(part), target, str(name), position, offsets):
+                if offsets is not None and convert_chunks.move(Path(part), target, str(name), position, offsets,
+                                                               known):
                     moved.setdefault(position, set()).add(str(name))
         position += source.sizes["run"]
     return moved

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import perfkit
 from perfkit.io import convert, convert_chunks
 from perfkit.model import combine_runs, make_run
+from perfkit.storage import stored
 
 FUNCTIONS = ["Compute", "MPI_Send", "MPI_Recv", "MPI_Allreduce"]
 
@@ -84,6 +85,29 @@ def test_runs_that_line_up_are_moved_and_only_the_others_reindexed(tmp_path, mon
     assert chunk_files(3, "profile") and not chunk_files(3, "host")
 
 
+def test_parts_written_without_metadata_are_moved_with_the_metadata_known(tmp_path, monkeypatch):
+    """A reader's part holds the chunk files only, the same bytes as a full group's; its runs are still moved (none
+    reindexed), with no metadata file of a part read, and the store equals combine_runs."""
+    monkeypatch.setattr(convert, "RANK_CHUNK", 4)
+    runs = [_run(f"r{k}", np.arange(10), FUNCTIONS, k, hosts=False) for k in range(3)]
+    full = tmp_path / "full.zarr"
+    convert_chunks.write_group(stored(perfkit.validate(runs[0])).drop_vars(list(runs[0].coords)), full,
+                               {"rank": 4})
+    sources = [convert.to_part(run, tmp_path / f"{k}.zarr") for k, run in enumerate(runs)]
+    part = tmp_path / "0.zarr"
+    assert sorted(p.relative_to(part).as_posix() for p in part.rglob("*")) == sorted(
+        p.relative_to(full).as_posix() for p in full.rglob("*") if not p.name.startswith("."))
+    assert all((part / "profile" / p.name).read_bytes() == p.read_bytes() for p in (full / "profile").glob("[0-9]*"))
+    read = []
+    array_metadata = convert_chunks.array_metadata
+    monkeypatch.setattr(convert_chunks, "array_metadata", lambda folder: read.append(folder) or array_metadata(folder))
+    monkeypatch.setattr(convert, "_aligned", lambda *a: (_ for _ in ()).throw(AssertionError("reindexed")))
+    store = convert.write_runs(sources, tmp_path / "study.zarr", convert._store_attrs(None, runs, []))
+    assert all(folder.parent == store for folder in read)
+    assert not any(p.is_file() for k in range(3) for p in (tmp_path / f"{k}.zarr").rglob("*"))
+    xr.testing.assert_identical(perfkit.load(store), combine_runs(runs))
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=st.tuples(st.integers(1, 2), st.integers(1, 13), st.integers(1, 4)), chunk=st.integers(1, 6),
        nan=st.floats(0, 1), seed=st.integers(0, 2**16))
@@ -106,7 +130,7 @@ def test_write_group_reads_back_as_to_zarr_writes_it(tmp_path_factory, shape, ch
     xr.testing.assert_identical(mine.load(), ds)
     for name in ds.data_vars:
         folders = [work / f"{group}.zarr" / name for group in ("mine", "zarr")]
-        assert convert_chunks._metadata(folders[0]) == convert_chunks._metadata(folders[1])
+        assert convert_chunks.array_metadata(folders[0]) == convert_chunks.array_metadata(folders[1])
         assert {p.name for p in folders[0].iterdir()} == {p.name for p in folders[1].iterdir()}
 
 
