@@ -305,8 +305,9 @@ def per_rank_100k(repeats: int, screenshot: Path | None = None, busy: bool = Fal
 
 def per_rank_session(runs: list[Path], ranks: int, steps: dict, repeats: int, log: str, timeout_s: int = 120,
                      screenshot: Path | None = None, busy: bool = False) -> dict:
-    """Serve the explorer on ``runs``, load the page, build every tab (each within ``timeout_s``), then, once the
-    server is idle (``busy``: at once, the seconds from opening to the end of the timed steps given), time each
+    """Serve the explorer on ``runs``, load the page, build every tab (each within ``timeout_s``) and show the
+    per-rank view again (each tab until the page's document has not changed for 1 s: the page has drawn it), then,
+    once the server is idle (``busy``: at once, the seconds from opening to the end of the timed steps given), time each
     step of ``steps`` (a cycle of (widget kind, title, attributes, value)) ``repeats`` times to new plot data and
     to settled, and a slider drag; the page saved at the end as ``screenshot`` when given."""
     server, port = serve_explorer(runs, log)
@@ -323,12 +324,11 @@ def per_rank_session(runs: list[Path], ranks: int, steps: dict, repeats: int, lo
                             "page_load": {"loading_message_s": loading_s, "first_plot_s": time.monotonic() - start}}
             tabs = [t for t in page.locator(".bk-tab").all_inner_texts() if t != "per rank"]
             page.evaluate(CHANGES_JS)
-            for tab in tabs:  # every tab built once: shown until the document has not changed for 1 s
-                page.evaluate("window.changes = 0")
+            for tab in [*tabs, "per rank"]:  # every tab built once, then the per-rank view shown again: each shown
+                page.evaluate("window.changes = 0")  # until the document has not changed for 1 s
                 page.locator(".bk-tab", has_text=re.compile(f"^{tab}$")).click()
                 page.wait_for_function("() => window.changes > 0 && performance.now() - window.lastChange > 1000",
                                        timeout=1000 * max(180, timeout_s))
-            page.locator(".bk-tab", has_text=re.compile("^per rank$")).click()
             result["tabs_built"] = tabs
             result["page_load"]["tabs_built_s"] = time.monotonic() - start
             if not busy:
