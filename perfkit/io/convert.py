@@ -94,8 +94,8 @@ PARSE_BYTES = 8
 LOCAL_POOL_FROM = 20
 #: ``Dataset.encoding`` key of a run read from a temporary group: the group's path.
 PART = "perfkit_part"
-#: ``Dataset.encoding`` key of a run read from a group written without its metadata files: the metadata of its
-#: arrays' folders, as ``convert_chunks.array_metadata`` would read them (folder -> (``.zarray``, dims)).
+#: ``Dataset.encoding`` key of a run read from a group written flat (``convert_chunks.write_group``): its arrays'
+#: metadata, as ``convert_chunks.array_metadata`` would read it from a group's folders (folder -> (``.zarray``, dims)).
 PART_ARRAYS = "perfkit_part_arrays"
 
 
@@ -216,15 +216,18 @@ class Written:
 
     part: str
     shell: xr.Dataset
-    #: Variables ``convert_chunks.write_group`` wrote, without metadata files: name -> (dims, shape, chunk shape,
+    #: Variables ``convert_chunks.write_group`` wrote flat (chunk files only): name -> (dims, shape, chunk shape,
     #: attributes); ``None`` when the group was written by xarray.
     arrays: dict[str, tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...], dict[str, Any]]] | None = None
 
     def opened(self) -> xr.Dataset:
         """The run, its data variables read lazily from the group."""
         if self.arrays is not None:  # known: no metadata read (none was written)
-            lazy = self.shell.assign({name: (dims, convert_chunks.lazy_array(Path(self.part) / name, shape, chunk),
-                                             attrs) for name, (dims, shape, chunk, attrs) in self.arrays.items()})
+            arrays = {}
+            for name, (dims, shape, chunk, attrs) in self.arrays.items():
+                folder, prefix = convert_chunks.chunk_files(Path(self.part), name, True)
+                arrays[name] = (dims, convert_chunks.lazy_array(folder, shape, chunk, prefix), attrs)
+            lazy = self.shell.assign(arrays)
             lazy.encoding[PART_ARRAYS] = {
                 Path(self.part) / name: (convert_chunks.zarray(shape, chunk), list(dims))
                 for name, (dims, shape, chunk, _) in self.arrays.items()}
@@ -269,7 +272,7 @@ def write_part(ds: xr.Dataset, part: Path) -> Written:
     ds = stored(validate(ds))
     data = ds.drop_vars(list(ds.coords)).drop_attrs(deep=False)  # the coordinates stay in memory
     if convert_chunks.writable(data):
-        chunks = convert_chunks.write_group(data, part, dict.fromkeys(_RANK_DIMS, RANK_CHUNK), metadata=False)
+        chunks = convert_chunks.write_group(data, part, dict.fromkeys(_RANK_DIMS, RANK_CHUNK), flat=True)
         return Written(str(part), ds.drop_vars(list(ds.data_vars)), {
             name: (var.dims, var.shape, chunks[name], dict(var.attrs))
             for name, var in ((str(n), v) for n, v in data.data_vars.items())})
@@ -728,7 +731,7 @@ def _move_aligned(sources: Sequence[xr.Dataset], target: Path, coords: dict[str,
                     continue
                 offsets = convert_chunks.chunk_offsets(source, labels, dims_of[name], chunks)
                 if offsets is not None and convert_chunks.move(Path(part), target, str(name), position, offsets,
-                                                               known):
+                                                               known, flat=PART_ARRAYS in source.encoding):
                     moved.setdefault(position, set()).add(str(name))
         position += source.sizes["run"]
     return moved

@@ -69,11 +69,12 @@ def chunk_offsets(run: xr.Dataset, coords: Mapping[str, Any], dims: tuple[str, .
 
 
 def move(part: Path, store: Path, name: str, position: int, offsets: tuple[int, ...],
-         known: Mapping[Path, tuple[dict[str, Any], list[str]] | None] | None = None) -> bool:
+         known: Mapping[Path, tuple[dict[str, Any], list[str]] | None] | None = None, *, flat: bool = False) -> bool:
     """Rename the chunk files of variable ``name`` of the one-run group ``part`` into ``store`` at run
     ``position`` and chunk ``offsets``; ``False`` (nothing moved) when the two arrays' metadata differ.
-    ``known``: the metadata of array folders (``array_metadata``) known already, by folder (a part written
-    without its metadata, the store's arrays for many runs); the others are read."""
+    ``known``: the metadata of array folders (``array_metadata``) known already, by folder (``part / name`` of a
+    part written ``flat``, which has none; the store's arrays, for many runs); the others are read. ``flat``: the
+    part was written so (``write_group``), its chunk files are found with ``chunk_files``."""
     source, target = part / name, store / name
     known = known or {}
     meta, into = (known[folder] if folder in known else array_metadata(folder) for folder in (source, target))
@@ -81,15 +82,21 @@ def move(part: Path, store: Path, name: str, position: int, offsets: tuple[int, 
         return False
     if meta[1] != into[1] or meta[0]["shape"][0] != 1 or meta[0].get("dimension_separator", ".") != ".":
         return False
-    keys = [entry.name for entry in os.scandir(source) if not entry.name.startswith(".")]
-    if not keys:
-        return True
-    index = np.array([key.split(".") for key in keys], dtype=np.int64)
-    index[:, 0] = position
-    index[:, 1:] += np.asarray(offsets, dtype=np.int64)
-    for key, new in zip(keys, index):
-        os.rename(source / key, target / ".".join(map(str, new)))
+    folder, prefix = chunk_files(part, name, flat)
+    grid = [-(-n // c) for n, c in zip(meta[0]["shape"], meta[0]["chunks"])]
+    for index in np.ndindex(*grid):  # a chunk of fill value only has no file
+        new = (position, *(i + o for i, o in zip(index[1:], offsets)))
+        try:
+            os.rename(folder / f"{prefix}{'.'.join(map(str, index))}", target / ".".join(map(str, new)))
+        except FileNotFoundError:
+            continue
     return True
+
+
+def chunk_files(part: Path, name: str, flat: bool) -> tuple[Path, str]:
+    """(folder, file-name prefix) of the chunk files of variable ``name`` of the group ``part``: ``part/name/<key>``
+    in a zarr group; ``<part>.<name>.<key>`` beside where the group would be when written ``flat``."""
+    return (part.parent, f"{part.name}.{name}.") if flat else (part / name, "")
 
 
 def array_metadata(folder: Path) -> tuple[dict[str, Any], list[str]] | None:
@@ -114,33 +121,37 @@ def writable(ds: xr.Dataset) -> bool:
 
 
 def write_group(ds: xr.Dataset, part: Path, chunks: Mapping[str, int], *,
-                metadata: bool = True) -> dict[str, tuple[int, ...]]:
+                flat: bool = False) -> dict[str, tuple[int, ...]]:
     """Write ``ds``'s data variables (``writable``) to the new zarr format 2 group ``part``, as
     ``Dataset.to_zarr`` with ``COMPRESSOR`` would: chunks of ``chunks[dim]`` (whole along other dims),
     chunk files of fill value (NaN) only left out, consolidated metadata; coordinates and the
     Dataset's attributes are not written. A group left at ``part`` (a task run again) is replaced.
     Returns each variable's chunk shape.
 
-    ``metadata=False`` writes the variables' folders and chunk files only, not the five metadata files (group,
-    consolidated, and each variable's): a ``convert`` reader's part, whose metadata is known from what this returns
-    (``zarray``; read back with ``lazy_array``, moved with ``move``'s ``known``). Each file created costs: 0.3-0.6 ms
-    here, of 6-15 ms for a 16,384-rank run's group."""
+    ``flat=True`` writes the chunk files only, beside where the group would be (``chunk_files``: no folder, none of
+    the five metadata files): a ``convert`` reader's part, whose metadata is known from what this returns (``zarray``;
+    read back with ``lazy_array``, moved by ``move`` with it ``known``). Each folder or file created cost 0.2-1.7 ms
+    here (a 16,384-rank run's group 5-15 ms, of which 11 folders and files), and each folder removed 2.6 ms. A chunk
+    file left by an earlier attempt is written again (the same chunks, the same bytes)."""
+    written = {str(name): tuple(min(chunks.get(dim, n), n) for dim, n in zip(var.dims, var.shape))
+               for name, var in ds.data_vars.items()}
+    if flat:
+        for name, var in ds.data_vars.items():
+            folder, prefix = chunk_files(part, str(name), True)
+            _write_chunks(np.asarray(var.data), written[str(name)], folder, prefix=prefix)
+        return written
     if part.exists():
         shutil.rmtree(part)
     part.mkdir()
     meta: dict[str, Any] = {".zgroup": {"zarr_format": 2}, ".zattrs": {}}
-    written = {}
     for name, var in ds.data_vars.items():
-        shape = var.shape
-        chunk = written[str(name)] = tuple(min(chunks.get(dim, n), n) for dim, n in zip(var.dims, shape))
-        meta[f"{name}/.zarray"] = zarray(shape, chunk)
+        meta[f"{name}/.zarray"] = zarray(var.shape, written[str(name)])
         meta[f"{name}/.zattrs"] = {"_ARRAY_DIMENSIONS": list(var.dims), **var.attrs}
         (part / name).mkdir()
-        _write_chunks(np.asarray(var.data), chunk, part / name)
-    if metadata:
-        for key, value in meta.items():
-            (part / key).write_text(json.dumps(value, indent=2))
-        (part / ".zmetadata").write_text(json.dumps({"metadata": meta, "zarr_consolidated_format": 1}, indent=2))
+        _write_chunks(np.asarray(var.data), written[str(name)], part / name)
+    for key, value in meta.items():
+        (part / key).write_text(json.dumps(value, indent=2))
+    (part / ".zmetadata").write_text(json.dumps({"metadata": meta, "zarr_consolidated_format": 1}, indent=2))
     return written
 
 
@@ -271,20 +282,21 @@ def write_region(store: Path, name: str, data: np.ndarray, first: int) -> bool:
     return True
 
 
-def lazy_array(folder: Path, shape: tuple[int, ...], chunk: tuple[int, ...]) -> da.Array:
-    """The float64 array of shape ``shape`` that ``write_group`` wrote to ``folder`` in chunks of ``chunk``, as a
-    dask array of one block a chunk file (NaN where a chunk file is absent), read when computed."""
-    name = f"perfkit-part-{os.fspath(folder)}-{os.getpid()}-{next(_LAZY_IDS)}"  # unique: no hashing of the data
-    return da.from_array(_ChunkFiles(folder, shape, chunk), chunks=chunk, name=name, asarray=False, fancy=False,
-                         meta=np.empty((0,) * len(shape)))
+def lazy_array(folder: Path, shape: tuple[int, ...], chunk: tuple[int, ...], prefix: str = "") -> da.Array:
+    """The float64 array of shape ``shape`` that ``write_group`` wrote to ``folder`` in chunks of ``chunk`` (their
+    file names after ``prefix``: ``chunk_files``), as a dask array of one block a chunk file (NaN where a chunk file
+    is absent), read when computed."""
+    name = f"perfkit-part-{os.fspath(folder)}-{prefix}-{os.getpid()}-{next(_LAZY_IDS)}"  # unique: no data hashed
+    return da.from_array(_ChunkFiles(folder, shape, chunk, prefix), chunks=chunk, name=name, asarray=False,
+                         fancy=False, meta=np.empty((0,) * len(shape)))
 
 
 class _ChunkFiles:
     """Array-like view of a ``write_group`` array folder for ``da.from_array``: indexed by slices, it reads and
     decompresses the chunk files it covers."""
 
-    def __init__(self, folder: Path, shape: tuple[int, ...], chunk: tuple[int, ...]) -> None:
-        self.folder, self.shape, self.chunk = folder, shape, chunk
+    def __init__(self, folder: Path, shape: tuple[int, ...], chunk: tuple[int, ...], prefix: str = "") -> None:
+        self.folder, self.shape, self.chunk, self.prefix = folder, shape, chunk, prefix
         self.dtype, self.ndim = np.dtype(np.float64), len(shape)
 
     def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
@@ -295,7 +307,7 @@ class _ChunkFiles:
         last = [-(-stop // c) for (_, stop), c in zip(bounds, self.chunk)]
         for index in np.ndindex(*[b - a for a, b in zip(first, last)]):
             at = [a + i for a, i in zip(first, index)]
-            path = self.folder / ".".join(map(str, at))
+            path = self.folder / f"{self.prefix}{'.'.join(map(str, at))}"
             if not path.exists():
                 continue
             block = np.frombuffer(COMPRESSOR.decode(path.read_bytes()), dtype=np.float64).reshape(self.chunk)
@@ -309,10 +321,10 @@ class _ChunkFiles:
 _LAZY_IDS = itertools.count()
 
 
-def _write_chunks(data: np.ndarray, chunk: tuple[int, ...], folder: Path, first: int = 0) -> None:
-    """The chunk files of ``data`` in ``folder``: each block of shape ``chunk`` (padded with NaN at the
-    far edges), compressed; blocks of NaN only are not written. ``first``: the chunk index of ``data``'s
-    first block along the first dim."""
+def _write_chunks(data: np.ndarray, chunk: tuple[int, ...], folder: Path, first: int = 0, prefix: str = "") -> None:
+    """The chunk files of ``data`` in ``folder`` (their names after ``prefix``): each block of shape ``chunk``
+    (padded with NaN at the far edges), compressed; blocks of NaN only are not written. ``first``: the chunk
+    index of ``data``'s first block along the first dim."""
     counts = [-(-n // c) for n, c in zip(data.shape, chunk)]
     for index in np.ndindex(*counts):
         block = data[tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, chunk))]
@@ -321,4 +333,4 @@ def _write_chunks(data: np.ndarray, chunk: tuple[int, ...], folder: Path, first:
         if block.shape != chunk:
             block = np.pad(block, [(0, c - n) for c, n in zip(chunk, block.shape)], constant_values=np.nan)
         key = ".".join(map(str, (index[0] + first, *index[1:])))
-        (folder / key).write_bytes(COMPRESSOR.encode(np.ascontiguousarray(block)))
+        (folder / f"{prefix}{key}").write_bytes(COMPRESSOR.encode(np.ascontiguousarray(block)))

@@ -85,26 +85,26 @@ def test_runs_that_line_up_are_moved_and_only_the_others_reindexed(tmp_path, mon
     assert chunk_files(3, "profile") and not chunk_files(3, "host")
 
 
-def test_parts_written_without_metadata_are_moved_with_the_metadata_known(tmp_path, monkeypatch):
-    """A reader's part holds the chunk files only, the same bytes as a full group's; its runs are still moved (none
-    reindexed), with no metadata file of a part read, and the store equals combine_runs."""
+def test_parts_written_flat_are_moved_with_their_metadata_known(tmp_path, monkeypatch):
+    """A reader's part is its chunk files only, beside its name (no folder), the same bytes as a group's; its runs
+    are still moved (none reindexed), no metadata of a part read, and the store equals combine_runs."""
     monkeypatch.setattr(convert, "RANK_CHUNK", 4)
     runs = [_run(f"r{k}", np.arange(10), FUNCTIONS, k, hosts=False) for k in range(3)]
-    full = tmp_path / "full.zarr"
-    convert_chunks.write_group(stored(perfkit.validate(runs[0])).drop_vars(list(runs[0].coords)), full,
-                               {"rank": 4})
-    sources = [convert.to_part(run, tmp_path / f"{k}.zarr") for k, run in enumerate(runs)]
-    part = tmp_path / "0.zarr"
-    assert sorted(p.relative_to(part).as_posix() for p in part.rglob("*")) == sorted(
-        p.relative_to(full).as_posix() for p in full.rglob("*") if not p.name.startswith("."))
-    assert all((part / "profile" / p.name).read_bytes() == p.read_bytes() for p in (full / "profile").glob("[0-9]*"))
+    group = tmp_path / "group.zarr"
+    convert_chunks.write_group(stored(perfkit.validate(runs[0])).drop_vars(list(runs[0].coords)), group, {"rank": 4})
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    sources = [convert.to_part(run, parts / f"{k}.zarr") for k, run in enumerate(runs)]
+    flat = {p.name: p.read_bytes() for p in parts.iterdir() if p.name.startswith("0.zarr.")}
+    assert all(p.is_file() for p in parts.iterdir())
+    assert flat == {f"0.zarr.profile.{p.name}": p.read_bytes() for p in (group / "profile").glob("[0-9]*")}
     read = []
     array_metadata = convert_chunks.array_metadata
     monkeypatch.setattr(convert_chunks, "array_metadata", lambda folder: read.append(folder) or array_metadata(folder))
     monkeypatch.setattr(convert, "_aligned", lambda *a: (_ for _ in ()).throw(AssertionError("reindexed")))
     store = convert.write_runs(sources, tmp_path / "study.zarr", convert._store_attrs(None, runs, []))
-    assert all(folder.parent == store for folder in read)
-    assert not any(p.is_file() for k in range(3) for p in (tmp_path / f"{k}.zarr").rglob("*"))
+    assert read and all(folder.parent == store for folder in read)
+    assert not any(parts.iterdir())
     xr.testing.assert_identical(perfkit.load(store), combine_runs(runs))
 
 
