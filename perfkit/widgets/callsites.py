@@ -12,6 +12,7 @@ report states each site's totals and per-task extremes only, shown for every ran
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from perfkit.errors import PerfkitFormatError
 from perfkit.model import COMPUTE
 from perfkit.plots.callsites import TOP, callsite_bars
 from perfkit.plots.palette import labelled_colours
+from perfkit.widgets.kept import Once, pending
 from perfkit.widgets.selection import describe_ranks
 
 #: Formats whose files name call sites, and the words for them.
@@ -344,22 +346,41 @@ def run_ranks(ds: xr.Dataset, run: str) -> np.ndarray:
     return ranks[ranks < nprocs] if np.isfinite(nprocs) else ranks
 
 
-def callsite_tab(ds: xr.Dataset, in_view: Any) -> Any:
-    """The explorer tab's view of a run's call sites: ``view(run, rank_range, selected)``, on the ranks
-    ``in_view(run, rank_range, selected)`` gives (None: every rank); each run's file is read once, when first shown."""
-    read: dict[str, CallSites] = {}
+def callsite_tab(ds: xr.Dataset, in_view: Any) -> tuple[Callable[..., Any], Callable[..., Once[Any] | None]]:
+    """The explorer tab's view of a run's call sites and what it needs first, ``(view, needs)``:
+    ``view(run, rank_range, selected)`` draws them on the ranks ``in_view(run, rank_range, selected)`` gives (None:
+    every rank); ``needs(run, ...)`` is the run's read while not yet done (its file and its ranks), for the explorer
+    to do off its event loop (:class:`perfkit.widgets.offloop.OffLoop`). Each run is read once, when first shown;
+    a file that could not be read says why."""
+    reads: dict[str, Once[CallSites | str]] = {}
     functions = [str(f) for f in ds["function"].values]
 
+    def read(run: str) -> Once[CallSites | str]:
+        if run not in reads:
+            reads[run] = Once(lambda: _read_run(ds, run))
+        return reads[run]
+
     def view(run: str, rank_range: tuple[int, int], selected: list[int] | None) -> Any:
-        found = callsite_source(ds, run)
-        if found is None:
+        if callsite_source(ds, run) is None:
             return pn.pane.Markdown(f"{run} was not read from an mpiP report or a CUBE profile that is still on disk: "
                                     "no call sites to show.")
-        if run not in read:
-            try:
-                read[run] = read_callsites(*found, run_ranks(ds, run))
-            except (PerfkitFormatError, OSError) as exc:
-                return pn.pane.Alert(f"The call sites of {run} could not be read: {exc}", alert_type="warning")
-        return callsite_view(read[run], run, in_view(run, rank_range, selected), functions=functions)
+        sites = read(run)()
+        if isinstance(sites, str):
+            return pn.pane.Alert(sites, alert_type="warning")
+        return callsite_view(sites, run, in_view(run, rank_range, selected), functions=functions)
 
-    return view
+    def needs(run: str, *_: Any) -> Once[Any] | None:
+        return None if callsite_source(ds, run) is None else pending(read(run))
+
+    return view, needs
+
+
+def _read_run(ds: xr.Dataset, run: str) -> CallSites | str:
+    """The call sites of ``run`` read from its file, or a sentence saying why they could not be."""
+    found = callsite_source(ds, run)
+    if found is None:
+        return f"The file {run} was read from is no longer on disk."
+    try:
+        return read_callsites(*found, run_ranks(ds, run))
+    except (PerfkitFormatError, OSError) as exc:
+        return f"The call sites of {run} could not be read: {exc}"

@@ -21,9 +21,10 @@ The controls and the per-rank view are those of :func:`perfkit.widgets.ranks.ran
 state changed once per user action, a plot whose data is replaced rather than rebuilt. Tabs other
 than the first compute only while they are shown. Their results (the scaling tables, the POP efficiencies, the
 findings, run A against run B) are computed off the event loop, in the background once the first plot is up
-(:mod:`perfkit.widgets.warmup`) or when the tab is shown before: the tab shows a placeholder meanwhile and is
-drawn when its result is there (:mod:`perfkit.widgets.offloop`), every control working in between: those
-computations pause while the user acts (:mod:`perfkit.widgets.gate`).
+(:mod:`perfkit.widgets.warmup`) or when the tab is shown before; the traffic, call-site and timeline tabs read
+their run off the loop when shown. Such a tab shows a placeholder meanwhile and is drawn when its result is there
+(:mod:`perfkit.widgets.offloop`), every control working in between: those computations pause while the user acts
+(:mod:`perfkit.widgets.gate`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import holoviews as hv
@@ -54,10 +56,10 @@ from perfkit.widgets.callsites import callsite_tab, has_callsites
 from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
 from perfkit.widgets.findings import findings_list
 from perfkit.widgets.gate import interaction, watch_page
-from perfkit.widgets.kept import Once, pending
+from perfkit.widgets.kept import Kept, Once, pending
 from perfkit.widgets.offloop import OffLoop, Redraw
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState, rank_controls, rank_state
-from perfkit.widgets.results import TabResults, subset_pop
+from perfkit.widgets.results import KEPT, TabResults, subset_pop
 from perfkit.widgets.selection import describe_ranks, selection_controls, selection_pane, view_ranks
 from perfkit.widgets.warmup import Warmup, shown_through_ipywidgets
 
@@ -136,18 +138,32 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     if "traffic" in ds:
         quantity = pn.widgets.Select(label="quantity", options=[str(q) for q in ds["quantity"].values],
                                      value=str(ds["quantity"].values[0]), width=WIDGET_WIDTH)
-        _add_tab(tabs, "traffic", lambda run, rr, sel, q: traffic_view(ds, run, q, rr, selected=sel),
-                 *in_state, quantity, header=quantity)
+        matrices: Kept[TrafficCells | str] = Kept(KEPT)
+
+        def traffic_of(run: str, rr: tuple[int, int], sel: list[int] | None, q: str) -> Once[TrafficCells | str]:
+            key = (run, tuple(rr), None if sel is None else tuple(sel), q)
+            return matrices.cell(key, lambda: traffic_cells(ds, run, q, rr, selected=sel))
+
+        _add_tab(tabs, "traffic", lambda *choice: traffic_plot(traffic_of(*choice)()), *in_state, quantity,
+                 header=quantity, needs=lambda *choice: pending(traffic_of(*choice)),
+                 what="the traffic between the ranks in view")
         from perfkit.widgets.placement import placement_panel  # the placement tab lives in its own module
 
         _add_tab(tabs, "placement", _once(lambda: placement_panel(ds, state, rerun=rerun, link_rate=link_rate)))
     if has_callsites(ds):
-        _add_tab(tabs, "call sites", callsite_tab(profiles, in_view), *in_state)
+        sites, sites_needs = callsite_tab(profiles, in_view)
+        _add_tab(tabs, "call sites", sites, *in_state, needs=sites_needs, what="the call sites of the run")
     if "timeline" in ds:
-        from perfkit.widgets.timeline import timeline_control, timeline_view  # a trace's tab, in its own module
+        from perfkit.widgets.timeline import timeline_cells, timeline_control, timeline_plot  # a trace's tab
 
         columns = timeline_control(ds)
-        _add_tab(tabs, "timeline", lambda run, n: timeline_view(ds, run, n), state.param.run, columns, header=columns)
+        pictures: Kept[Any] = Kept(KEPT)
+
+        def picture_of(run: str, n: int) -> Once[Any]:
+            return pictures.cell((run, n), lambda: timeline_cells(ds, run, n))
+
+        _add_tab(tabs, "timeline", lambda run, n: timeline_plot(picture_of(run, n)(), run), state.param.run, columns,
+                 header=columns, needs=lambda run, n: pending(picture_of(run, n)), what="the timeline of the run")
     pn.state.onload(warmup.start)  # served: once the page is up; in a notebook at once (the thread waits)
     return dashboard
 
@@ -263,6 +279,25 @@ def traffic_view(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int]
     ``ranks`` is a range of ranks (first, last); with ``selected`` (ranks), only messages between two
     selected ranks of the range are kept, drawn between the first and last of them (others blank).
     """
+    return traffic_plot(traffic_cells(ds, run, quantity, ranks, selected))
+
+
+@dataclass(frozen=True)
+class TrafficCells:
+    """One run's traffic ready to draw (:func:`traffic_cells`): ``cells`` sender x receiver, summed over square
+    blocks of ranks, the rank at each block's centre, the quantity, its label with the unit, the heatmap's title."""
+
+    cells: np.ndarray
+    centres: np.ndarray
+    quantity: str
+    label: str
+    title: str
+
+
+def traffic_cells(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int] | None = None,
+                  selected: list[int] | None = None) -> TrafficCells | str:
+    """What :func:`traffic_view` draws, read and block-summed (no panel or holoviews object: any thread may
+    compute it); a sentence saying why when there is nothing to draw."""
     senders = ds["sender"].values
     lo, hi = ranks if ranks is not None else (int(senders.min()), int(senders.max()))
     chosen = ""
@@ -270,7 +305,7 @@ def traffic_view(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int]
         picked = np.asarray(selected, dtype=np.int64)
         picked = picked[(picked >= lo) & (picked <= hi)]
         if picked.size == 0:
-            return pn.pane.Markdown(f"No selected rank in the range {lo}-{hi}: no traffic to show.")
+            return f"No selected rank in the range {lo}-{hi}: no traffic to show."
         lo, hi = int(picked.min()), int(picked.max())
         chosen = f", between the {picked.size} selected ranks"
     first, last = np.searchsorted(senders, lo), np.searchsorted(senders, hi, side="right")
@@ -281,15 +316,21 @@ def traffic_view(ds: xr.Dataset, run: str, quantity: str, ranks: tuple[int, int]
         rows, cols, values = rows[between], cols[between], values[between]
     cells, step = block_sum(rows, cols, values, last - first)
     if values.size == 0 or not np.any(cells > 0):
-        return pn.pane.Markdown(f"No {quantity} traffic recorded for run {run} (ranks {lo}-{hi}{chosen}).")
+        return f"No {quantity} traffic recorded for run {run} (ranks {lo}-{hi}{chosen})."
     centres = senders[first] + step * np.arange(cells.shape[0]) + (step - 1) / 2
     unit = str(ds["quantity_units"].sel(quantity=quantity).item()) if "quantity_units" in ds.coords else ""
     label = f"{quantity} [{unit}]" if unit not in ("", "1") else quantity
     note = chosen + (f", summed over blocks of {step} x {step} ranks" if step > 1 else "")
-    image = hv.Image((centres, centres, np.where(cells > 0, cells, np.nan)), ["receiver", "sender"],
-                     hv.Dimension(quantity, label=label))
-    return style_heatmap(image, f"{run}: {quantity} sender -> receiver{note}", label, None).opts(
-        frame_width=420, frame_height=420)
+    return TrafficCells(cells, centres, quantity, label, f"{run}: {quantity} sender -> receiver{note}")
+
+
+def traffic_plot(found: TrafficCells | str) -> Any:
+    """The heatmap of :func:`traffic_cells`' result (blank where nothing was sent), or its sentence."""
+    if isinstance(found, str):
+        return pn.pane.Markdown(found)
+    image = hv.Image((found.centres, found.centres, np.where(found.cells > 0, found.cells, np.nan)),
+                     ["receiver", "sender"], hv.Dimension(found.quantity, label=found.label))
+    return style_heatmap(image, found.title, found.label, None).opts(frame_width=420, frame_height=420)
 
 
 def traffic_entries(ds: xr.Dataset, run: str, quantity: str, first: int = 0,

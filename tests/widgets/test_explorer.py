@@ -139,8 +139,7 @@ def test_hidden_tabs_compute_nothing(series, monkeypatch):
     from perfkit.widgets import explorer as module
 
     calls = []
-    monkeypatch.setattr(module, "traffic_view",
-                        lambda ds, *args, **kw: calls.append(args) or pn.pane.Markdown("traffic"))
+    monkeypatch.setattr(module, "traffic_cells", lambda ds, *args, **kw: calls.append(args) or "traffic")
     monkeypatch.setattr(module, "findings_view",
                         lambda ds, *args, **kw: calls.append(args) or pn.pane.Markdown("findings"))
     layout = explore(series)
@@ -251,6 +250,56 @@ def test_a_tab_shown_before_its_result_is_ready_leaves_the_event_loop_free(serie
     (table,) = seen["drawn"]
     for run in series["run"].values:
         assert f"{float(pop['load_balance'].sel(run=run)):.2f}" in table
+
+
+def test_the_traffic_tab_reads_its_run_off_the_event_loop(series, monkeypatch):
+    """The traffic tab shown while its run's matrix is read: a placeholder at once, a control of the per-rank view
+    works meanwhile, and the heatmap is drawn, on the loop's thread, once the matrix is there."""
+    from perfkit.widgets import explorer as module
+    from perfkit.widgets import offloop, warmup
+
+    monkeypatch.setattr(offloop, "in_kernel", lambda: True)  # this test's event loop plays a kernel's
+    monkeypatch.setattr(warmup, "START_DELAY_S", 600.0)
+    released, real, reading = threading.Event(), module.traffic_cells, []
+
+    def blocked_traffic_cells(ds, *args, **kwargs):  # released by a callback of the event loop only
+        reading.append(threading.current_thread())
+        if not released.wait(15):
+            raise TimeoutError("the traffic read was never released: the event loop was held")
+        return real(ds, *args, **kwargs)
+
+    monkeypatch.setattr(module, "traffic_cells", blocked_traffic_cells)
+
+    async def session():
+        loop, seen = asyncio.get_running_loop(), {}
+        layout = explore(series, run="96/slt")
+        titles = layout.get_root().select({"type": Title})
+        tabs = layout.select(pn.Tabs)[0]
+
+        def meanwhile():
+            seen["tab"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
+            widget(layout, pn.widgets.Select, "metric").value = "calls"
+            seen["title"] = [t.text for t in titles]
+            released.set()
+
+        loop.call_later(0.3, meanwhile)
+        tabs.active = tab_names(layout).index("traffic")
+        seen["at_once"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
+        deadline = time.monotonic() + 60
+        while not tabs[tabs.active].select(pn.pane.HoloViews) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        seen["drawn"] = [pane.object for pane in tabs[tabs.active].select(pn.pane.HoloViews)]
+        seen["loop_thread"] = threading.current_thread()
+        return seen
+
+    seen = in_own_loop(session())
+    assert seen["at_once"].startswith("Computing the traffic between the ranks in view")
+    assert seen["tab"] == seen["at_once"]
+    assert seen["title"] == ["96/slt: calls per rank by function"]
+    assert reading and seen["loop_thread"] not in reading  # read in a worker thread
+    (image,) = seen["drawn"]
+    expected = traffic_view(series, "96/slt", "bytes", ranks=(0, 95))  # the same, drawn on this thread
+    assert np.array_equal(image.dimension_values(2), expected.dimension_values(2), equal_nan=True)
 
 
 def in_own_loop(coroutine):
