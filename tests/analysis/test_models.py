@@ -37,7 +37,9 @@ def noisy(t, rel, seed):
 )
 def test_amdahl_recovers_parallel_fraction(p, t1, seed):
     fit = fit_amdahl(N, noisy(amdahl(N, p, t1), 0.01, seed))
-    assert fit.p == pytest.approx(p, abs=0.015)
+    # With 1% noise the estimate's spread is about 0.01 x (1 - p) (0.005 at p = 0.5, where a fixed 0.015 was 3 sigma
+    # and failed now and then: p = 0.5, seed 301468 gave 0.4838); six times that, never looser than 5e-4.
+    assert fit.p == pytest.approx(p, abs=max(0.06 * (1 - p), 5e-4))
     assert fit.serial_time == pytest.approx(t1, rel=0.05)
     assert fit.p_ci[0] <= fit.p <= fit.p_ci[1]
     assert fit.asymptotic_speedup == pytest.approx(1 / (1 - fit.p))
