@@ -43,6 +43,7 @@ class Warmup:
         self.shown = shown
         self.tasks: list[Callable[[], Any]] = []
         self.done = threading.Event()
+        self._stopped = threading.Event()
         self._started = False
         self._lock = threading.Lock()
 
@@ -58,12 +59,20 @@ class Warmup:
             self._started = True
         threading.Thread(target=self._run, name="perfkit-warmup", daemon=True).start()
 
+    def stop(self) -> None:
+        """Run no further task: a thread still waiting (for the page, or the delay) ends at once, one running a
+        task after it; :attr:`done` is set then."""
+        self._stopped.set()
+
     def _run(self) -> None:
         deadline = time.monotonic() + SHOWN_TIMEOUT_S
         while self.shown is not None and time.monotonic() < deadline and not self.shown():
-            time.sleep(POLL_S)
-        time.sleep(self.delay_s)
+            if self._stopped.wait(POLL_S):
+                break
+        self._stopped.wait(self.delay_s)
         for task in self.tasks:
+            if self._stopped.is_set():
+                break
             try:
                 with behind_controls():  # each task, and each of its dask tasks, after the controls' changes
                     task()

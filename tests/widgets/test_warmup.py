@@ -126,3 +126,24 @@ def test_the_explorer_prepares_the_scaling_table_in_the_background_and_the_tab_r
     assert calls == ["perfkit-warmup", "MainThread"]  # chosen again: kept
     # the first view's table: every run's time, as scaling gives it for the series
     pd.testing.assert_frame_equal(tables[0], real(series, by="system", metric=metric.options[0]))
+
+
+def test_a_stopped_preparation_runs_no_further_task_and_ends_without_waiting_for_the_page():
+    seen = []
+    waiting = Warmup(delay_s=0.0, shown=lambda: False)  # a page that never comes: up to SHOWN_TIMEOUT_S
+    waiting.add(lambda: seen.append("waiting"))
+    waiting.start()
+    waiting.stop()
+    assert waiting.done.wait(module.SHOWN_TIMEOUT_S / 3)
+    running = Warmup(delay_s=0.0)
+    release = threading.Event()
+    running.add(lambda: seen.append("first") or release.wait(10))
+    running.add(lambda: seen.append("second"))
+    running.start()
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    running.stop()  # while its first task runs
+    release.set()
+    assert running.done.wait(10)
+    assert seen == ["first"]
