@@ -94,6 +94,11 @@ def explore(ds: xr.Dataset, run: str | None = None, *, rerun: xr.Dataset | None 
     # arrives; elsewhere as the view changes)
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         watch_page(pn.state.curdoc)
+
+        def closed(session_context: Any) -> None:  # the page is gone: its tabs are prepared for nobody
+            warmup.stop()
+
+        pn.state.curdoc.on_session_destroyed(closed)
     state.param.watch(lambda *_: interaction(), ["run", "metric", "by", "ranks", "selected"])
     # a tab's results are computed off the event loop (in the background, or when the tab is shown early)
     results = TabResults(profiles, with_rerun(profiles, rerun), state.summary)

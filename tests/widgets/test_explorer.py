@@ -12,7 +12,7 @@ import panel as pn
 import pytest
 import sparse
 import xarray as xr
-from bokeh.models import ColumnDataSource, Title
+from bokeh.models import ColumnDataSource, RangeSlider, Title
 
 import perfkit
 from perfkit import text as fmt
@@ -310,3 +310,34 @@ def in_own_loop(coroutine):
     thread.start()
     thread.join(120)
     return ran[0]
+
+
+def test_a_served_page_marks_its_changes_and_its_closing_stops_the_background_preparation(series, monkeypatch):
+    import weakref
+
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+
+    from perfkit.widgets import explorer as module
+    from perfkit.widgets import gate
+
+    stopped, marked = [], []
+    monkeypatch.setattr(module.Warmup, "stop", lambda self: stopped.append(self))
+    monkeypatch.setattr(gate, "interaction", lambda: marked.append(1))
+
+    class Session:  # what a served document knows of its session
+        id = "a-session"
+        request = type("Request", (), {"arguments": {}, "cookies": {}, "headers": {}})()
+
+    session, doc = Session(), Document()
+    doc._session_context = weakref.ref(session)
+    with set_curdoc(doc):
+        layout = explore(series)
+        doc.add_root(layout.get_root(doc))
+    slider = next(iter(doc.roots[0].select({"type": RangeSlider})))
+    slider.set_from_json("value", [5, 20], setter="the page")  # a change the page makes
+    assert marked
+    assert stopped == []
+    for closed in list(doc.session_destroyed_callbacks):
+        closed(session)
+    assert len(stopped) == 1
