@@ -51,7 +51,7 @@ from perfkit.model import TRAFFIC_DIMS
 from perfkit.plots.canvas import use_canvas
 from perfkit.plots.palette import label
 from perfkit.plots.pop import pop_plot, pop_styler
-from perfkit.plots.traffic import style_heatmap
+from perfkit.plots.traffic import colour_label, style_heatmap
 from perfkit.widgets.callsites import callsite_tab, has_callsites
 from perfkit.widgets.compare import compare_controls, compare_view, has_comparison, with_rerun
 from perfkit.widgets.findings import findings_list
@@ -335,7 +335,8 @@ def traffic_plot(found: TrafficCells | str) -> Any:
         return pn.pane.Markdown(found)
     image = hv.Image((found.centres, found.centres, np.where(found.cells > 0, found.cells, np.nan)),
                      ["receiver", "sender"], hv.Dimension(found.quantity, label=found.label))
-    return style_heatmap(image, found.title, found.label, None).opts(frame_width=420, frame_height=420)
+    return style_heatmap(image, found.title, colour_label(found.quantity), None).opts(frame_width=420,
+                                                                                      frame_height=420)
 
 
 def traffic_entries(ds: xr.Dataset, run: str, quantity: str, first: int = 0,
