@@ -431,7 +431,8 @@ def _read_all(tasks: Sequence[tuple[Path, str | None, dict[str, Any]]], work: Pa
 
 
 def _is_lazy(ds: xr.Dataset) -> bool:
-    return any(hasattr(var.data, "dask") for var in ds.data_vars.values())
+    variables = ds.variables  # not ds.data_vars' values: no DataArray built
+    return any(hasattr(variables[name].data, "dask") for name in ds.data_vars)
 
 
 def _on_client(calls: Sequence[tuple[Any, ...]], client: Any) -> Iterator[tuple[int, Any]]:
@@ -662,6 +663,7 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                      and (name in run.data_vars or name in TEXT_VARIABLES))
 
     batches = [batch for batch in _batches(sources, cells, to_write, pairs) if batch[2] or pairs]
+    index = {dim: pd.Index(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}  # once, not once a batch
     written = 0  # pairs in the store
     # here, not on a cluster: one batch in memory, no transfers; threads of our own, so that an interrupted
     # write waits for the chunks being written (none is written after this returns or raises)
@@ -677,7 +679,7 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                                       join="exact")
                     block = block.chunk({dim: chunks[dim] for dim in block.dims})
                 else:  # small runs held in memory
-                    block = _filled(parts, coords, some, dtypes)
+                    block = _filled(parts, index, some, dtypes)
                 tables = _run_pairs(parts, coords, written) if pairs else xr.Dataset()
                 with deferred():
                     if pairs:  # the runs' pairs appended along nnz, their offsets written with the runs
@@ -800,11 +802,20 @@ def _batches(sources: Sequence[xr.Dataset], cells: dict[str, int],
         yield start, batch, names
 
 
-def _filled(runs: Sequence[xr.Dataset], coords: dict[str, Any], dims_of: dict[str, tuple[str, ...]],
+def _filled(runs: Sequence[xr.Dataset], index: dict[str, pd.Index], dims_of: dict[str, tuple[str, ...]],
             dtypes: dict[str, np.dtype]) -> xr.Dataset:
-    """In-memory one-run Datasets' ``dims_of`` variables on the union labels, stacked along ``run``, without
-    coordinates (NaN, or "" for text, where a run has none): numpy index arithmetic, one copy of each run."""
-    index = {dim: pd.Index(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}
+    """In-memory one-run Datasets' ``dims_of`` variables on the union labels ``index`` (by dim), stacked along
+    ``run``, without coordinates (NaN, or "" for text, where a run has none): numpy index arithmetic, one copy
+    of each run; a run's positions along a dim found once for all its variables."""
+    positions: list[dict[str, np.ndarray]] = [{} for _ in runs]
+
+    def at(k: int, dim: str) -> np.ndarray:
+        if dim not in positions[k]:
+            variables = runs[k].variables
+            positions[k][dim] = (index[dim].get_indexer(variables[dim].values) if dim in variables
+                                 else np.arange(runs[k].sizes[dim]))
+        return positions[k][dim]
+
     out = {}
     for name, dims in dims_of.items():
         data = np.full((len(runs), *(len(index[dim]) for dim in dims[1:])), "" if name in TEXT_VARIABLES else np.nan,
@@ -812,9 +823,8 @@ def _filled(runs: Sequence[xr.Dataset], coords: dict[str, Any], dims_of: dict[st
         for k, run in enumerate(runs):
             variables = run.variables  # not run[...]: no DataArray built
             if name in variables:
-                at = [index[dim].get_indexer(variables[dim].values) if dim in variables
-                      else np.arange(run.sizes[dim]) for dim in dims[1:]]
-                data[np.ix_([k], *at)] = np.asarray(variables[name].values, dtype=dtypes[name])
+                data[np.ix_([k], *(at(k, dim) for dim in dims[1:]))] = np.asarray(variables[name].values,
+                                                                                  dtype=dtypes[name])
         out[name] = (dims, data)
     return xr.Dataset(out)
 
