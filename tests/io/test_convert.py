@@ -569,6 +569,22 @@ def test_a_task_reads_as_many_files_at_a_time_as_its_host_has_cores_per_worker_t
     assert client.asked == 1  # once for the same workers
 
 
+@pytest.mark.parametrize(("sizes", "threaded"), [([10, 10, 2**21], False), ([2**20, 2**21, 10], True),
+                                                ([2**20 - 1], False), ([], False)])
+def test_files_are_read_a_few_at_a_time_only_from_a_median_size(tmp_path, sizes, threaded):
+    """Small files are parsed one at a time (their parsing holds the GIL); the workers' cores are asked for only
+    when files are large enough to gain from threads."""
+    from perfkit.io import convert
+
+    calls = []
+    for k, size in enumerate(sizes):
+        (tmp_path / f"{k}.txt").write_bytes(b"x" * size)
+        calls.append((tmp_path / f"{k}.txt", None, {}, tmp_path / f"{k}.zarr", "raise"))
+    asked = []
+    assert convert._parse_threads(calls, lambda: asked.append(1) or 3) == (3 if threaded else 1)
+    assert len(asked) == threaded
+
+
 def test_files_read_in_threads_of_a_task_come_back_in_order_with_refusals(tmp_path, series):
     from perfkit.io import convert
 
