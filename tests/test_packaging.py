@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -65,3 +66,13 @@ def test_wheel_installs_every_file_of_the_voila_template():
     template = ROOT / "share" / "jupyter" / "voila" / "templates" / "perfkit"
     on_disk = sorted(str(p.relative_to(ROOT)) for p in template.rglob("*") if p.is_file())
     assert data_files == {str(template.relative_to(ROOT)): on_disk}
+
+
+def test_lab_asks_no_other_machine_for_news_or_updates():
+    """JupyterLab's own defaults in ./dev's and Binder's environments: no news feed, no update check (requests to
+    another machine, and a pop-up over the tour asking about them)."""
+    overrides = ROOT / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    notification = json.loads(overrides.read_text())["@jupyterlab/apputils-extension:notification"]
+    assert notification == {"fetchNews": "false", "checkForUpdates": False}
+    relative = str(overrides.relative_to(ROOT))
+    assert relative in (ROOT / "dev").read_text() and relative in (ROOT / "binder" / "postBuild").read_text()
