@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import holoviews as hv
 import numpy as np
@@ -220,29 +221,7 @@ def test_a_tab_shown_before_its_result_is_ready_leaves_the_event_loop_free(serie
 
     monkeypatch.setattr(results, "pop_metrics", blocked_pop_metrics)
 
-    async def session():
-        loop, seen = asyncio.get_running_loop(), {}
-        layout = explore(series, run="96/slt")
-        titles = layout.get_root().select({"type": Title})  # the per-rank plot's, kept while another tab shows
-        tabs = layout.select(pn.Tabs)[0]
-
-        def meanwhile():  # another callback of the loop, while the tab computes
-            seen["tab"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
-            widget(layout, pn.widgets.Select, "metric").value = "calls"  # a control, from the page
-            seen["title"] = [t.text for t in titles]
-            released.set()
-
-        loop.call_later(0.3, meanwhile)
-        tabs.active = tab_names(layout).index("efficiency")
-        seen["at_once"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
-        deadline = time.monotonic() + 60
-        while not tabs[tabs.active].select(pn.pane.HTML) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        seen["drawn"] = [pane.object for pane in tabs[tabs.active].select(pn.pane.HTML)]
-        seen["loop_thread"] = threading.current_thread()
-        return seen
-
-    seen = in_own_loop(session())
+    seen = shown_early(series, "efficiency", pn.pane.HTML, released)
     assert seen["at_once"].startswith("Computing the POP efficiencies")
     assert seen["tab"] == seen["at_once"]  # the loop ran another callback while the tab computed
     assert seen["title"] == ["96/slt: calls per rank by function"]  # and a control's change reached the plot
@@ -270,29 +249,7 @@ def test_the_traffic_tab_reads_its_run_off_the_event_loop(series, monkeypatch):
 
     monkeypatch.setattr(module, "traffic_cells", blocked_traffic_cells)
 
-    async def session():
-        loop, seen = asyncio.get_running_loop(), {}
-        layout = explore(series, run="96/slt")
-        titles = layout.get_root().select({"type": Title})
-        tabs = layout.select(pn.Tabs)[0]
-
-        def meanwhile():
-            seen["tab"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
-            widget(layout, pn.widgets.Select, "metric").value = "calls"
-            seen["title"] = [t.text for t in titles]
-            released.set()
-
-        loop.call_later(0.3, meanwhile)
-        tabs.active = tab_names(layout).index("traffic")
-        seen["at_once"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
-        deadline = time.monotonic() + 60
-        while not tabs[tabs.active].select(pn.pane.HoloViews) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        seen["drawn"] = [pane.object for pane in tabs[tabs.active].select(pn.pane.HoloViews)]
-        seen["loop_thread"] = threading.current_thread()
-        return seen
-
-    seen = in_own_loop(session())
+    seen = shown_early(series, "traffic", pn.pane.HoloViews, released)
     assert seen["at_once"].startswith("Computing the traffic between the ranks in view")
     assert seen["tab"] == seen["at_once"]
     assert seen["title"] == ["96/slt: calls per rank by function"]
@@ -300,6 +257,37 @@ def test_the_traffic_tab_reads_its_run_off_the_event_loop(series, monkeypatch):
     (image,) = seen["drawn"]
     expected = traffic_view(series, "96/slt", "bytes", ranks=(0, 95))  # the same, drawn on this thread
     assert np.array_equal(image.dimension_values(2), expected.dimension_values(2), equal_nan=True)
+
+
+def shown_early(series: xr.Dataset, tab: str, drawn: type, released: threading.Event) -> dict[str, Any]:
+    """The explorer's ``tab`` shown, in an event loop of its own, while its computation waits for ``released``:
+    what the tab showed at once (``at_once``), what it showed (``tab``) and the per-rank plot's titles (``title``)
+    when another callback of the loop changed the metric and then released the computation, the objects of the
+    ``drawn`` panes once the tab shows them (``drawn``), and the loop's thread (``loop_thread``)."""
+
+    async def session():
+        loop, seen = asyncio.get_running_loop(), {}
+        layout = explore(series, run="96/slt")
+        titles = layout.get_root().select({"type": Title})  # the per-rank plot's, kept while another tab shows
+        tabs = layout.select(pn.Tabs)[0]
+
+        def meanwhile():  # another callback of the loop, while the tab computes
+            seen["tab"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
+            widget(layout, pn.widgets.Select, "metric").value = "calls"  # a control, from the page
+            seen["title"] = [t.text for t in titles]
+            released.set()
+
+        loop.call_later(0.3, meanwhile)
+        tabs.active = tab_names(layout).index(tab)
+        seen["at_once"] = tabs[tabs.active].select(pn.pane.Markdown)[0].object
+        deadline = time.monotonic() + 60
+        while not tabs[tabs.active].select(drawn) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        seen["drawn"] = [pane.object for pane in tabs[tabs.active].select(drawn)]
+        seen["loop_thread"] = threading.current_thread()
+        return seen
+
+    return in_own_loop(session())
 
 
 def in_own_loop(coroutine):
