@@ -27,7 +27,7 @@ from perfkit.errors import PerfkitFormatError
 from perfkit.model import COMPUTE
 from perfkit.plots.callsites import TOP, callsite_bars
 from perfkit.plots.palette import labelled_colours
-from perfkit.widgets.kept import Once, pending
+from perfkit.widgets.kept import Kept, Once, pending
 from perfkit.widgets.selection import describe_ranks
 
 #: Formats whose files name call sites, and the words for them.
@@ -352,13 +352,11 @@ def callsite_tab(ds: xr.Dataset, in_view: Any) -> tuple[Callable[..., Any], Call
     every rank); ``needs(run, ...)`` is the run's read while not yet done (its file and its ranks), for the explorer
     to do off its event loop (:class:`perfkit.widgets.offloop.OffLoop`). Each run is read once, when first shown;
     a file that could not be read says why."""
-    reads: dict[str, Once[CallSites | str]] = {}
+    reads: Kept[CallSites | str] = Kept(ds.sizes["run"])  # every run's, once read
     functions = [str(f) for f in ds["function"].values]
 
     def read(run: str) -> Once[CallSites | str]:
-        if run not in reads:
-            reads[run] = Once(lambda: _read_run(ds, run))
-        return reads[run]
+        return reads.cell(run, lambda: _read_run(ds, run))
 
     def view(run: str, rank_range: tuple[int, int], selected: list[int] | None) -> Any:
         if callsite_source(ds, run) is None:
