@@ -113,6 +113,11 @@ def nbytes(value: float, signed: bool = False, digits: int = 3) -> str:
     return _si(value, "B", signed, digits, integer_below=True)
 
 
+#: Writers of a value in the units that have their own (``s``: :func:`seconds`, ``B``: :func:`nbytes`); each takes
+#: ``signed=``.
+UNIT_WRITERS = {"s": seconds, "B": nbytes}
+
+
 def bitrate(value: float, digits: int = 3) -> str:
     """A rate in bits per second with an SI prefix: ``200 Mbit/s``, ``10.0 Gbit/s``."""
     return _si(value, "bit/s", False, digits, integer_below=False)

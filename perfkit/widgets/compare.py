@@ -69,10 +69,9 @@ def difference(ds: xr.Dataset, a: str, b: str, *, by: str = "function", metric: 
 
 def in_words(unit: str) -> Callable[[float], str]:
     """Writes a signed difference in ``unit`` in words: ``+12.3 ms``, ``-4.1 MB``, ``+1.2 k`` (:mod:`perfkit.text`)."""
-    if unit == "s":
-        return lambda value: fmt.seconds(value, signed=True)
-    if unit == "B":
-        return lambda value: fmt.nbytes(value, signed=True)
+    writer = fmt.UNIT_WRITERS.get(unit)
+    if writer is not None:
+        return lambda value: writer(value, signed=True)
     suffix = "" if unit in ("", "1") else f" {unit}"
     return lambda value: fmt.significant(value, signed=True) + suffix
 
@@ -80,8 +79,8 @@ def in_words(unit: str) -> Callable[[float], str]:
 def summary(ranks: pd.DataFrame, unit: str) -> pd.DataFrame:
     """The totals of A and B over their ranks (sum, mean and largest per rank), ``A - B`` and its percent of B,
     in words (:mod:`perfkit.text`); ``ranks`` is the per-rank table of :func:`difference`."""
-    value = {"s": fmt.seconds, "B": fmt.nbytes}.get(unit, fmt.number)
-    signed = {"s": fmt.seconds, "B": fmt.nbytes}.get(unit)
+    value = fmt.UNIT_WRITERS.get(unit, fmt.number)
+    signed = fmt.UNIT_WRITERS.get(unit)
     rows = {"sum over ranks": ranks[["A", "B"]].sum(), "mean per rank": ranks[["A", "B"]].mean(),
             "largest rank": ranks[["A", "B"]].max()}
     out = []

@@ -256,7 +256,7 @@ def readable_imbalance(frame: pd.DataFrame, unit: str) -> pd.DataFrame:
     """:func:`imbalance_table` in words (:mod:`perfkit.text`): groups named as legends name them
     (:func:`perfkit.plots.palette.label`), values in ``unit`` (``s``: a time unit that fits, ``B``: SI bytes, else
     counts), max / mean as a ratio."""
-    value = {"s": fmt.seconds, "B": fmt.nbytes}.get(unit, fmt.number)
+    value = fmt.UNIT_WRITERS.get(unit, fmt.number)
     shown = frame.copy()
     shown[frame.columns[0]] = frame[frame.columns[0]].map(label)
     for column in ("max", "mean", "max_minus_mean"):
