@@ -665,8 +665,9 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
         if pairs or not convert_chunks.write_layout(target, encoded, group_attrs, {
                 name: tuple(chunks[d] for d in dims) for name, dims in dims_of.items()}):
             _write_layout(layout, target, dims_of, chunks, blank, encoded)
+    index = {dim: pd.Index(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}  # the union's labels, once
     with deferred():
-        moved = _move_aligned(sources, target, coords, dims_of, chunks)
+        moved = _move_aligned(sources, target, index, dims_of, chunks)
     cells = {name: int(np.prod([sizes[d] for d in dims[1:]])) for name, dims in dims_of.items()}
     if pairs:  # a run's pairs are not known before they are read: counted as PARTNERS_PER_RANK a rank
         cells["traffic"] = PARTNERS_PER_RANK * sizes["sender"] * sizes["quantity"]
@@ -677,7 +678,6 @@ def write_runs(sources: Sequence[xr.Dataset], target: Path, attrs: dict[str, Any
                      and (name in run.data_vars or name in TEXT_VARIABLES))
 
     batches = [batch for batch in _batches(sources, cells, to_write, pairs) if batch[2] or pairs]
-    index = {dim: pd.Index(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}  # once, not once a batch
     written = 0  # pairs in the store
     # here, not on a cluster: one batch in memory, no transfers; threads of our own, so that an interrupted
     # write waits for the chunks being written (none is written after this returns or raises)
@@ -729,13 +729,12 @@ def _write_layout(layout: xr.Dataset, target: Path, dims_of: dict[str, tuple[str
                {"_ARRAY_DIMENSIONS": list(dims_of[name]), **encoded[name].attrs}) for name in blank})
 
 
-def _move_aligned(sources: Sequence[xr.Dataset], target: Path, coords: dict[str, Any],
+def _move_aligned(sources: Sequence[xr.Dataset], target: Path, labels: dict[str, pd.Index],
                   dims_of: dict[str, tuple[str, ...]], chunks: dict[str, int]) -> dict[int, set[str]]:
-    """Move into ``target`` the variables of runs read to temporary groups that line up with its chunks;
-    the names moved, by run position in the store."""
+    """Move into ``target`` (whose labels along each dim but ``run`` are ``labels``) the variables of runs read to
+    temporary groups that line up with its chunks; the names moved, by run position in the store."""
     moved: dict[int, set[str]] = {}
     position = 0
-    labels = {dim: pd.Index(coords[dim]) for dims in dims_of.values() for dim in dims[1:]}  # once, not once a run
     # the store's arrays' metadata read once, not once a run
     stores = {target / name: convert_chunks.array_metadata(target / name) for name in dims_of}
     for source in sources:
