@@ -150,9 +150,7 @@ def write_group(ds: xr.Dataset, part: Path, chunks: Mapping[str, int], *,
         meta[f"{name}/.zattrs"] = {"_ARRAY_DIMENSIONS": list(var.dims), **var.attrs}
         (part / name).mkdir()
         _write_chunks(np.asarray(var.data), written[str(name)], part / name)
-    for key, value in meta.items():
-        (part / key).write_text(json.dumps(value, indent=2))
-    (part / ".zmetadata").write_text(json.dumps({"metadata": meta, "zarr_consolidated_format": 1}, indent=2))
+    _put_metadata(part, meta, {"metadata": {}, "zarr_consolidated_format": 1})
     return written
 
 
