@@ -46,7 +46,8 @@ import perfkit
 from perfkit import text as words
 from perfkit.analysis.traffic import aggregate, inter_group_share
 from perfkit.placement.cost import cost_text
-from perfkit.plots.axes import si_formatter
+from perfkit.plots.axes import log_unit_formatter
+from perfkit.plots.traffic import colour_label
 from perfkit.widgets import offloop
 from perfkit.widgets.ranks import WIDGET_WIDTH, RankState
 from perfkit.widgets.selection import describe_ranks
@@ -434,8 +435,8 @@ class NodeHeatmaps:
         renderer = fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=source, color_mapper=self.mapper)
         fig.add_tools(HoverTool(renderers=[renderer], tooltips=[("sender node", "$y{0}"), ("receiver node", "$x{0}"),
                                                                 ("bytes", "@image{0.000a}")]))
-        fig.add_layout(ColorBar(color_mapper=self.mapper, title="bytes [B]", width=14, formatter=si_formatter()),
-                       "right")
+        fig.add_layout(ColorBar(color_mapper=self.mapper, title=colour_label("bytes"), width=14,
+                                formatter=log_unit_formatter("B")), "right")  # 5 MB, as the traffic heatmaps
         fig.grid.visible = False
         return fig
 

@@ -381,3 +381,13 @@ def test_selected_ranks_are_located_under_both_placements(run96):
     assert f"on nodes {tab.describe_ranks(placed_nodes)} under" in text
     state.selected = None
     assert view.selection.object == ""
+
+
+def test_node_heatmaps_colour_bar_ticks_carry_the_unit():
+    from bokeh.models import ColorBar
+
+    from perfkit.plots.axes import log_unit_formatter
+
+    for fig in tab.NodeHeatmaps().figures:  # a log scale over decades: each tick its own prefix (5 MB, 20 MB)
+        (bar,) = [item for item in fig.right if isinstance(item, ColorBar)]
+        assert bar.formatter.code == log_unit_formatter("B").code and bar.title == "bytes"
