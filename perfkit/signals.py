@@ -23,6 +23,9 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _held: list[str] | None = None  # inside ``deferred()``: the signals received, raised at its end
 #: Inside ``stopping()``, once its interrupt was raised: raises it again (for a stop Python swallowed).
 _again: Callable[[], None] | None = None
+#: Whether a signal has stopped this process's work: the ``perfkit`` command's unraisable hook then prints no
+#: finalizer's failure of what the stop cut short (as soon as the signal came, not once it has unwound).
+_stopped = False
 
 
 @contextmanager
@@ -118,6 +121,8 @@ def _interrupt_where_it_can_stop(
             if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _stopped_while_starting, _stop_once):
                 signal.raise_signal(signal.SIGINT)
                 return
+        if _stopped:  # a finalizer of what the stop cut short (an event loop stopped while being made): not printed
+            return
         hook(args)
 
     return unraisable
@@ -157,8 +162,9 @@ def _stop_once(signum: int, frame: FrameType | None) -> None:
 def _stop(signum: int, handler: Callable[[int, FrameType | None], None]) -> KeyboardInterrupt:
     """The stop by ``signum`` that ``handler`` raises, kept (``_again``) for the command's hook to raise again, with
     ``handler`` back in place, if Python swallows it."""
-    global _again
+    global _again, _stopped
     _again = lambda: (signal.signal(signum, handler), signal.raise_signal(signum))  # noqa: E731
+    _stopped = _stopped or _is_command()  # the command's process ends stopped; another (a notebook) goes on
     return KeyboardInterrupt(signal.Signals(signum).name)
 
 
@@ -176,27 +182,20 @@ def status(name: str) -> int:
     return 128 + signal.Signals[name].value
 
 
-def _ignored(args: sys.UnraisableHookArgs) -> None:
-    """An unraisable exception, after a signal stopped the command: a finalizer of what it interrupted."""
-
-
 def run(command: str, body: Callable[[], int], fate: Callable[[], str]) -> int:
     """``body()`` inside ``stopping()``; if a signal stops it, print ``perfkit COMMAND: stopped by SIGNAME;
     FATE`` (``fate()``, called once the temporaries are removed) on stderr, then each note the interrupt
     carries on a line of its own, and return 128 + its number.
 
     What the signal interrupted is released quietly: zarr's coroutines cut short warn "never awaited", and an
-    object cut short while being made (an event loop without its signal handlers yet) fails in its finalizer,
-    which Python would print as "Exception ignored in ..." now or as the process ends.
-    """
+    object cut short while being made (an event loop without its self-pipe yet) fails in its finalizer, which
+    the command's unraisable hook no longer prints from the moment the signal came (``_stopped``)."""
     with warnings.catch_warnings():
         with stopping():
             try:
                 return body()
             except KeyboardInterrupt as exc:
                 warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
-                if _is_command():  # the command ends here: for the rest of its process (not a notebook's)
-                    sys.unraisablehook = _ignored
                 name = str(exc) if str(exc) in signal.Signals.__members__ else "SIGINT"
                 notes = list(getattr(exc, "__notes__", ()))
         gc.collect()
