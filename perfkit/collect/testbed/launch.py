@@ -7,24 +7,27 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 
 from perfkit.collect.testbed.spec import TestbedSpec
 
-# $0 = the testbed's hosts file, $1 = the node's name, then the command: a UTS namespace of its own
-# (the node's host name) and a mount namespace of its own (the node's /etc/hosts), inside the node's
-# network namespace
+# $0 = the testbed's hosts file, $1 = the node's name, then the command: the node's CPU group, a UTS
+# namespace of its own (the node's host name) and a mount namespace of its own (the node's /etc/hosts),
+# inside the node's network namespace
 _ENTER = """#!/bin/sh
-# enter NODE COMMAND...: run COMMAND on NODE of this testbed (its network, host name and /etc/hosts, and
-# with a clock skew its own monotonic clock: a time namespace, whose offset counts from this machine's
-# clock wherever it is entered from, and which applies to the children of unshare)
+# enter NODE COMMAND...: run COMMAND on NODE of this testbed (its CPU quota, network, host name and
+# /etc/hosts, and with a clock skew its own monotonic clock: a time namespace, whose offset counts from
+# this machine's clock wherever it is entered from, and which applies to the children of unshare)
 node=$1; shift
+procs=
 case "$node" in
 {cases}
   *) echo "testbed: no node '$node' (nodes: {names})" >&2; exit 255;;
 esac
+# this shell joins the node's CPU group before it execs: the command and all it starts inherit it
+[ -z "$procs" ] || echo $$ > "$procs" || exit 255
 exec ip netns exec "$ns" unshare --uts --mount --propagation private {clock}\\
     sh -c 'mount --bind "$0" /etc/hosts && hostname "$1" && shift && exec "$@"' {hosts} "$name" "$@"
 """
@@ -40,14 +43,18 @@ exec {enter} "$host" sh -c "$*"
 """
 
 
-def write_launch_files(state: Path, spec: TestbedSpec, namespace: Callable[[str], str]) -> None:
+def write_launch_files(state: Path, spec: TestbedSpec, namespace: Callable[[str], str],
+                       procs: Mapping[str, Path] | None = None) -> None:
     """``enter``, ``agent``, ``hosts`` and the host files (``hostfile.openmpi``, ``hostfile.mpich``) in
-    ``state``."""
+    ``state``. ``procs``: per node name, the ``cgroup.procs`` file of its CPU group (none: no quotas)."""
+    procs = procs or {}
     names = spec.node_names
     hosts = ["127.0.0.1 localhost", *(f"{spec.address(i)} {n}" for i, n in enumerate(names))]
     (state / "hosts").write_text("\n".join(hosts) + "\n")
     cases = "\n".join(f"  {n}|{spec.address(i)}) ns={shlex.quote(namespace(n))}; name={n}; "
-                      f"skew={spec.clock_offset(i)};;" for i, n in enumerate(names))
+                      f"skew={spec.clock_offset(i)};"
+                      + (f" procs={shlex.quote(str(procs[n]))};" if n in procs else "") + ";"
+                      for i, n in enumerate(names))
     # every node gets a time namespace of its own when clocks differ (offset 0 too: a node entered from
     # another must not keep that one's clock)
     clock = '--time --monotonic "$skew" --fork --kill-child ' if spec.clock_skew else ""

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 PREFIX = "pktb-"
-_OWNED = re.compile(rf"^{PREFIX}(\d+)-([0-9a-f]+)-")
+OWNED = re.compile(rf"^{PREFIX}(\d+)-([0-9a-f]+)-")
 
 
 def run(args: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess:
@@ -47,7 +47,8 @@ def namespaces() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -57,11 +58,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def leftovers(owner_alive=_alive) -> tuple[list[str], list[Path]]:
+def leftovers(owner_alive=alive) -> tuple[list[str], list[Path]]:
     """Namespaces and state folders of testbeds whose owning process is gone."""
-    spaces = [n for n in namespaces() if (m := _OWNED.match(n)) and not owner_alive(int(m.group(1)))]
+    spaces = [n for n in namespaces() if (m := OWNED.match(n)) and not owner_alive(int(m.group(1)))]
     folders = [p for p in Path(tempfile.gettempdir()).glob(f"{PREFIX}*")
-               if (m := _OWNED.match(p.name + "-")) and not owner_alive(int(m.group(1)))]
+               if (m := OWNED.match(p.name + "-")) and not owner_alive(int(m.group(1)))]
     return spaces, folders
 
 

@@ -1,7 +1,9 @@
-"""What an emulated cluster is made of: nodes, cores, link rate and latency, leaf switches."""
+"""What an emulated cluster is made of: nodes, cores, link rate and latency, leaf switches, and the
+time dilation that lets its nodes' cores share this machine's."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -14,7 +16,9 @@ class TestbedSpec:
     ``latency`` [s, one way node to node]; with ``switch_size`` K, nodes hang in groups of K from leaf
     switches whose uplinks run at ``uplink`` [bit/s] (default: ``bandwidth``). ``clock_skew`` [whole s]:
     node ``i``'s monotonic clock reads ``i × clock_skew`` ahead of this machine's, as the clocks of nodes
-    booted at different times differ (0: every node reads the machine's clock)."""
+    booted at different times differ (0: every node reads the machine's clock). ``dilation`` k (>= 1): the
+    emulated cluster runs k times slower than the real one would: each node computes on ``cores / k``
+    of this machine's cores and its links run at ``bandwidth / k`` with ``latency × k``."""
 
     __test__ = False  # a name pytest would otherwise collect
 
@@ -25,6 +29,7 @@ class TestbedSpec:
     switch_size: int | None = None
     uplink: float | None = None
     clock_skew: int = 0
+    dilation: float = 1.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 250:
@@ -39,6 +44,28 @@ class TestbedSpec:
             parse_rate(self.uplink)
         if not (isinstance(self.clock_skew, int) and 0 <= self.clock_skew <= 3600):
             raise ValueError(f"--clock-skew {self.clock_skew!r}: expected whole seconds, 0 to 3600")
+        if not (isinstance(self.dilation, (int, float)) and 1 <= self.dilation <= 1000):
+            raise ValueError(f"--dilation {self.dilation!r}: expected 'auto' or a factor from 1 to 1000")
+
+    @property
+    def link_rate(self) -> float:
+        """The rate the nodes' links are shaped to [bit/s]: ``bandwidth / dilation``."""
+        return self.bandwidth / self.dilation
+
+    @property
+    def uplink_rate(self) -> float:
+        """The rate the leaf switches' uplinks are shaped to [bit/s]: ``uplink`` (or ``bandwidth``) / dilation."""
+        return (self.uplink if self.uplink is not None else self.bandwidth) / self.dilation
+
+    @property
+    def link_latency(self) -> float:
+        """The one-way latency node to node the links are given [s]: ``latency × dilation``."""
+        return self.latency * self.dilation
+
+    @property
+    def node_cpu(self) -> float:
+        """Each node's CPU quota [cores of this machine]: ``cores / dilation``."""
+        return self.cores / self.dilation
 
     @property
     def node_names(self) -> list[str]:
@@ -63,7 +90,24 @@ class TestbedSpec:
         return f"198.18.0.{node + 1}"
 
     def as_dict(self) -> dict[str, Any]:
-        """Parameters for a report: rates in bit/s, latency in s."""
+        """Parameters for a report: the emulated cluster's rates in bit/s and latency in s, and what the
+        links were shaped to (``link_rate``, ``link_latency``: dilated)."""
         out = asdict(self)
         out["uplink"] = self.uplink if self.uplink is not None else (self.bandwidth if self.switch_size else None)
+        out.update(link_rate=self.link_rate, link_latency=self.link_latency, node_cpu=self.node_cpu)
         return out
+
+
+#: Cores of this machine left to what no node's quota covers [cores]: the kernel's networking (the
+#: links' TCP, veth and shaping run in soft interrupts, outside every quota), the launchers and the
+#: testbed itself (measured: docs/testbed.md, "Time dilation")
+HEADROOM_CORES = 0.25
+
+
+def auto_dilation(nodes: int, cores: int, machine_cores: int, headroom: float = HEADROOM_CORES) -> float:
+    """The smallest k (>= 1, rounded up to 0.01) at which ``nodes`` × ``cores`` emulated cores, each
+    running 1 / k as fast, fit in ``machine_cores`` less ``headroom`` [cores]."""
+    usable = machine_cores - headroom
+    if usable <= 0:
+        raise ValueError(f"{machine_cores} core(s) leave nothing beside a headroom of {headroom} cores")
+    return max(1.0, math.ceil(nodes * cores / usable * 100 - 1e-9) / 100)
