@@ -149,7 +149,7 @@ class Testbed:
             for name in spec.node_names:
                 cpu.create(self.cpu, self.namespace(name), spec.node_cpu)
                 self._groups.append(self.namespace(name))
-        procs = {n: self.cpu.procs(self.namespace(n)) for n in spec.node_names} if self._groups else {}
+        procs = {n: self.cpu.procs_from_nodes(self.namespace(n)) for n in spec.node_names} if self._groups else {}
         write_launch_files(self.state, spec, self.namespace, procs)
         ucx_progress = build_ucx_progress(self.state)
         if ucx_progress is None:

@@ -20,6 +20,12 @@ examples:
       perfkit collect -o run.mpinside --matrices -- mpirun -np 16 ./app
   perfkit testbed --nodes 8 --cores 2 --switch-size 4 -- mpirun -np 16 --rankfile ranks.txt ./app
   perfkit testbed --nodes 4 --cores 2 -- mpiexec.hydra -n 8 ./app            (MPICH)
+  perfkit testbed --nodes 8 --cores 2 --dilation auto --report tb.json -- mpirun -np 16 ./app
+
+Time dilation k (--dilation): each node computes on CORES / k of this machine's cores (a CPU quota)
+and its link runs at RATE / k, so the emulated cluster is the real one k times slower; the report
+gives wall_s (measured) and cluster_s = wall_s / k. Default: auto when NODES x CORES exceeds this
+machine's cores (the smallest k at which they fit), else 1.
 See docs/testbed.md.
 """
 
@@ -40,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.usage = ("perfkit testbed --nodes N --cores C [--bandwidth RATE] [--latency L] [--switch-size K] "
-                    "[--uplink RATE] [--clock-skew S] [--report FILE] -- COMMAND...")
+                    "[--uplink RATE] [--clock-skew S] [--dilation auto|K] [--report FILE] -- COMMAND...")
     parser.add_argument("--nodes", type=_positive_int, required=True,
                         help="number of emulated nodes (node000, node001, ...)")
     parser.add_argument("--cores", type=_positive_int, required=True, help="cores (MPI slots) per node")
@@ -55,11 +61,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clock-skew", type=_skew, default=0, metavar="S",
                         help="node i's monotonic clock reads i x S whole seconds ahead (default 0: one clock), "
                              "as unsynchronised nodes' clocks do; 0 to 3600")
+    _dilation_option(parser)
     parser.add_argument("--report", default=None, metavar="FILE",
-                        help="write JSON: parameters, exit_status, wall_s, and per node the link's bytes and packets")
+                        help="write JSON: parameters, exit_status, wall_s, dilation, cluster_s, and per node the "
+                             "link's bytes and packets and the CPU quota's throttling")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="stop the command after S seconds (exit status 124)")
     parser.add_argument("launch", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command, after '--'")
+
+
+def _dilation_option(parser: argparse.ArgumentParser) -> None:
+    """``--dilation auto|K``, shared by ``perfkit testbed`` and ``perfkit loop``."""
+    parser.add_argument("--dilation", type=_dilation, default=None, metavar="auto|K",
+                        help="run the emulated cluster K times slower: each node's CPU quota CORES / K of this "
+                             "machine's cores, links at RATE / K (default: auto when NODES x CORES exceeds this "
+                             "machine's cores, else 1)")
+
+
+def _dilation(text: str) -> str | float:
+    """``--dilation``: ``auto`` or a factor from 1 to 1000."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 'auto' or a factor from 1 to 1000") from None
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 'auto' or a factor from 1 to 1000")
+    return value
 
 
 def _skew(text: str) -> int:
@@ -90,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         raise RuntimeError(why)
     try:
         with Testbed(args.nodes, args.cores, bandwidth=args.bandwidth, latency=args.latency,
-                     switch_size=args.switch_size, uplink=args.uplink, clock_skew=args.clock_skew) as testbed:
+                     switch_size=args.switch_size, uplink=args.uplink, clock_skew=args.clock_skew,
+                     dilation=args.dilation) as testbed:
             for note in testbed.notes:
                 print(f"perfkit testbed: {note}", file=sys.stderr)
             result = testbed.run(command, timeout=args.timeout)
@@ -108,6 +138,9 @@ The program follows '--' without its launcher (mpirun or mpiexec.hydra is added,
 file for the re-run). It is profiled under block placement on a testbed, placed with STRATEGY, the
 re-run predicted (inter-node bytes, elapsed time with an interval), re-run with the launch file and
 measured. DIR receives the profiles, launch files and loop.json (predicted against measured). Root only.
+On a dilated testbed (--dilation K; default auto when NODES x CORES exceeds this machine's cores)
+every time in loop.json is the testbed's, K times the cluster's, and the prediction is made for links
+at RATE / K, the rate they run at: predicted and measured are compared in one time frame.
 
 example:
   perfkit loop --nodes 8 --cores 2 --bandwidth 200mbit --strategy scotch round_robin -o loop/ -- \\
@@ -127,6 +160,7 @@ def configure_loop(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", nargs="+", default=["scotch"],
                         help="placement strategies to try (default scotch)")
     parser.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi", help="launcher (default openmpi)")
+    _dilation_option(parser)
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for profiles and loop.json")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="time limit per run [s]")
     parser.add_argument("--runs", type=_positive_int, default=1, metavar="R",
@@ -153,7 +187,7 @@ def run_loop(args: argparse.Namespace) -> int:
     try:
         rows = place_and_rerun(program, nodes=args.nodes, cores=args.cores, bandwidth=args.bandwidth,
                                strategies=args.strategy, switch_size=args.switch_size, mpi=args.mpi, workdir=out,
-                               timeout=args.timeout, repeats=args.runs)
+                               timeout=args.timeout, repeats=args.runs, dilation=args.dilation)
     except KeyboardInterrupt as exc:
         return _stopped("loop", exc)
     (out / "loop.json").write_text(json.dumps(rows, indent=1) + "\n")

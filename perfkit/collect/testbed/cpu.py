@@ -42,6 +42,12 @@ class Controller:
         """The file a process writes its pid to, to join group ``name``."""
         return self.group(name) / "cgroup.procs"
 
+    def procs_from_nodes(self, name: str) -> Path:
+        """``procs(name)`` as a process inside a node reaches it: through this process's root
+        (``/proc/<pid>/root``), since ``ip netns exec`` mounts a sysfs of the namespace's own over
+        ``/sys``, one without ``/sys/fs/cgroup``."""
+        return Path(f"/proc/{os.getpid()}/root") / self.procs(name).relative_to("/")
+
 
 def controller(mountinfo: str | None = None) -> Controller | None:
     """This machine's ``cpu`` controller (None without one); ``mountinfo``: the text of

@@ -7,6 +7,11 @@ a link rate, predict ``k`` times the rate, re-run on a testbed at that rate). El
 profile's own (from the end of ``MPI_Init`` to the start of ``MPI_Finalize``, the collector on every
 rank in both runs), inter-node bytes the kernel's
 counters of the nodes' links less the frames' headers (``payload_bytes``).
+
+On a dilated testbed (``dilation`` k > 1) the profile, the prediction and the re-run are all in the
+testbed's time, k times the cluster's: the prediction's network is described at the rate the links
+run at (``bandwidth / k``, ``TestbedSpec.link_rate``), and every row states ``dilation`` and
+``link_bit_s``; cluster times are the row's times / k.
 """
 
 from __future__ import annotations
@@ -98,22 +103,23 @@ def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth
                     strategies: Sequence[str] = ("scotch",), switch_size: int | None = None,
                     uplink: str | float | None = None, nprocs: int | None = None, mpi: str = "openmpi",
                     workdir: str | Path | None = None, seed: int = 0, timeout: float = 600,
-                    repeats: int = 1) -> list[dict[str, Any]]:
+                    repeats: int = 1, dilation: float | str | None = None) -> list[dict[str, Any]]:
     """Profile ``program`` under block placement on a testbed; for each of ``strategies`` place it,
-    predict (``perfkit.placement.predict.predict_placement`` with the testbed's links described),
-    re-run it with the launch file ``perfkit place`` writes; one row of predicted against measured each.
-    With ``repeats`` > 1 the profile and each re-run are repeated and the median run of each is used
-    (``repeated_run``)."""
+    predict (``perfkit.placement.predict.predict_placement`` with the testbed's links described as they
+    run: dilated), re-run it with the launch file ``perfkit place`` writes; one row of predicted against
+    measured each. With ``repeats`` > 1 the profile and each re-run are repeated and the median run of
+    each is used (``repeated_run``). ``dilation``: the testbed's (``Testbed``)."""
     nprocs = nprocs or nodes * cores
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perfkit-loop-"))
     work.mkdir(parents=True, exist_ok=True)
     rate = parse_rate(bandwidth)
     up = parse_rate(uplink) if uplink is not None else None
-    network = Network.described(rate, uplink_bit_s=up if up else (rate if switch_size else None))
+    testbed = Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size, uplink=up, dilation=dilation)
+    network = _links(testbed)
     topology = Topology(nodes=nodes, cores=cores, switch_size=switch_size)
     fmt, flag = LAUNCH_FILE[mpi]
     rows = []
-    with Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size, uplink=up) as tb:
+    with testbed as tb:
         before = repeated_run(tb, mpi_launch(mpi, nprocs, program), work / "before.mpinside", timeout, repeats)
         for strategy in strategies:
             placement = place(before["profile"], topology, strategy=strategy, seed=seed)
@@ -123,7 +129,7 @@ def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth
             after = repeated_run(tb, mpi_launch(mpi, nprocs, program, (flag, str(launch_file))),
                                  work / f"{strategy}.mpinside", timeout, repeats)
             rows.append({"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "switch_size": switch_size,
-                         "strategy": strategy, "mpi": mpi, "elapsed_before_measured": before["elapsed"],
+                         **_dilated(tb), "strategy": strategy, "mpi": mpi, "elapsed_before_measured": before["elapsed"],
                          "wire_bytes_before": before["wire_bytes"], "loop_before_s": before["loop_s"],
                          "loop_after_s": after["loop_s"], "kept_block": bool(placement.info.get("kept_block", False)),
                          **_repeats(before, after),
@@ -135,27 +141,41 @@ def place_and_rerun(program: Sequence[str], *, nodes: int, cores: int, bandwidth
 
 def faster_network(program: Sequence[str], *, nodes: int, cores: int, bandwidth: str | float, k: float,
                    switch_size: int | None = None, nprocs: int | None = None, mpi: str = "openmpi",
-                   workdir: str | Path | None = None, timeout: float = 600, repeats: int = 1) -> dict[str, Any]:
+                   workdir: str | Path | None = None, timeout: float = 600, repeats: int = 1,
+                   dilation: float | str | None = None) -> dict[str, Any]:
     """Profile ``program`` on links at ``bandwidth``, predict its run on links ``k`` times faster
-    (``predict_network``), re-run it on such a testbed and return predicted against measured (median
-    runs of ``repeats`` each, as ``place_and_rerun``)."""
+    (``predict_network``), re-run it on such a testbed (the same ``dilation``) and return predicted
+    against measured (median runs of ``repeats`` each, as ``place_and_rerun``)."""
     nprocs = nprocs or nodes * cores
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perfkit-loop-"))
     work.mkdir(parents=True, exist_ok=True)
     rate = parse_rate(bandwidth)
-    network = Network.described(rate, uplink_bit_s=rate if switch_size else None)
+    testbed = Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size, dilation=dilation)
+    network = _links(testbed)
     topology = Topology(nodes=nodes, cores=cores, switch_size=switch_size)
-    with Testbed(nodes, cores, bandwidth=rate, switch_size=switch_size) as tb:
+    with testbed as tb:
         before = repeated_run(tb, mpi_launch(mpi, nprocs, program), work / "before.mpinside", timeout, repeats)
     prediction = predict_network(before["profile"], k, network, topology)
-    with Testbed(nodes, cores, bandwidth=rate * k, switch_size=switch_size) as tb:
+    with Testbed(nodes, cores, bandwidth=rate * k, switch_size=switch_size, dilation=testbed.dilation) as tb:
         after = repeated_run(tb, mpi_launch(mpi, nprocs, program), work / "after.mpinside", timeout, repeats)
     return {"nodes": nodes, "cores": cores, "bandwidth_bit_s": rate, "k": k, "switch_size": switch_size,
+            **_dilated(testbed),
             "mpi": mpi, "elapsed_before_measured": before["elapsed"], "loop_before_s": before["loop_s"],
             **_repeats(before, after),
             "loop_after_s": after["loop_s"], **prediction.compare(after["elapsed"], after["payload_bytes"]),
             "prediction": prediction.as_dict(), "profiles": [str(work / "before.mpinside"),
                                                              str(work / "after.mpinside")]}
+
+
+def _links(tb: Testbed) -> Network:
+    """The testbed's links as a prediction must see them: at the rates they run at (dilated) [bit/s]."""
+    spec = tb.spec
+    return Network.described(spec.link_rate, uplink_bit_s=spec.uplink_rate if spec.switch_size else None)
+
+
+def _dilated(tb: Testbed) -> dict[str, float]:
+    """A row's ``dilation`` k and ``link_bit_s`` (the rate the links ran at: bandwidth / k) [bit/s]."""
+    return {"dilation": tb.dilation, "link_bit_s": tb.spec.link_rate}
 
 
 def _repeats(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +186,7 @@ def _repeats(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
 
 def balance(*, nodes: int, cores: int, bandwidth: str | float = "200mbit", steps: int = 20, step_s: float = 0.02,
             extra_s: float = 0.02, late_rank: int = 0, workdir: str | Path | None = None,
-            timeout: float = 600, repeats: int = 1) -> dict[str, Any]:
+            timeout: float = 600, repeats: int = 1, dilation: float | str | None = None) -> dict[str, Any]:
     """The lab's static imbalance (``late_rank`` computes ``extra_s`` more each step) profiled on a testbed,
     ``whatif(profile, "balance")`` predicted, and the same total compute run balanced (every rank
     ``step_s + extra_s / nprocs``) measured. Elapsed is compared as the saving: measured run time
@@ -179,7 +199,7 @@ def balance(*, nodes: int, cores: int, bandwidth: str | float = "200mbit", steps
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perfkit-loop-"))
     work.mkdir(parents=True, exist_ok=True)
     common = {"steps": steps, "bytes": 1024}
-    with Testbed(nodes, cores, bandwidth=bandwidth) as tb:
+    with Testbed(nodes, cores, bandwidth=bandwidth, dilation=dilation) as tb:
         skewed = launch_command("static_imbalance", nprocs, step_seconds=step_s, extra_seconds=extra_s,
                                 late_rank=late_rank, **common)
         before = repeated_run(tb, skewed, work / "before.mpinside", timeout, repeats)
@@ -191,7 +211,8 @@ def balance(*, nodes: int, cores: int, bandwidth: str | float = "200mbit", steps
     point, low, high = (before["elapsed"] - s for s in savings)
     low, high = min(low, high) * (1 - REPEATABILITY), max(low, high) * (1 + REPEATABILITY)
     measured = after["elapsed"]
-    return {"nodes": nodes, "cores": cores, "bandwidth_bit_s": parse_rate(bandwidth), "strategy": "balance",
+    return {"nodes": nodes, "cores": cores, "bandwidth_bit_s": parse_rate(bandwidth), **_dilated(tb),
+            "strategy": "balance",
             "elapsed_before_measured": before["elapsed"], "elapsed_predicted": point, "elapsed_low": low,
             "elapsed_high": high, "elapsed_measured": measured, "elapsed_error_pct": 100 * (point / measured - 1),
             "in_interval": bool(low <= measured <= high), "bytes_predicted": before["payload_bytes"],
