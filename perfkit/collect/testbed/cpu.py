@@ -25,6 +25,9 @@ from perfkit.collect.testbed.netns import OWNED, PREFIX, alive
 PERIOD_S = 0.02
 #: The kernel accepts quotas of 1 ms and more per period, periods up to 1 s
 _MIN_QUOTA_S, _MAX_PERIOD_S = 1e-3, 1.0
+#: The largest weight a group may have (v1 ``cpu.shares``, v2 ``cpu.weight``): a node gets its quota
+#: however many other processes want this machine's cores (the quotas leave them the rest)
+_HEAVIEST = {1: ("cpu.shares", 262144), 2: ("cpu.weight", 10000)}
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,8 @@ def period_for(cores: float) -> float:
 
 
 def create(ctl: Controller, name: str, cores: float) -> None:
-    """Group ``name`` whose processes together run at most ``cores`` cores' worth [cores] per period."""
+    """Group ``name`` whose processes together run at most ``cores`` cores' worth [cores] per period,
+    and run before the machine's other processes while they are under it (the heaviest weight)."""
     period = period_for(cores)
     period_us, quota_us = round(period * 1e6), max(1000, round(cores * period * 1e6))
     folder = ctl.group(name)
@@ -100,6 +104,8 @@ def create(ctl: Controller, name: str, cores: float) -> None:
     else:
         (folder / "cpu.cfs_period_us").write_text(f"{period_us}\n")
         (folder / "cpu.cfs_quota_us").write_text(f"{quota_us}\n")
+    weight, value = _HEAVIEST[ctl.version]
+    (folder / weight).write_text(f"{value}\n")
 
 
 def quota(ctl: Controller, name: str) -> tuple[float, float]:
