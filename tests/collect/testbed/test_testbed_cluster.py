@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.collect.testbed import Testbed, TestbedSpec, netns, parse_rate, parse_time
+from perfkit.collect.testbed import Testbed, TestbedSpec, cpu, netns, parse_rate, parse_time
 from tests.collect.testbed.testbed_support import WHY_NO_TESTBED
 
 root_only = pytest.mark.skipif(WHY_NO_TESTBED is not None, reason=WHY_NO_TESTBED or "")
@@ -27,6 +27,12 @@ def _host_links() -> list[str]:
 
 def _ours(tag: str) -> list[str]:
     return [n for n in netns.namespaces() if n.startswith(f"{netns.PREFIX}{tag}")]
+
+
+def _groups(tag: str) -> list[str]:
+    """CPU groups of testbed ``tag`` (none without a cpu controller)."""
+    ctl = cpu.controller()
+    return sorted(p.name for p in ctl.root.glob(f"{netns.PREFIX}{tag}*")) if ctl else []
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -100,13 +106,14 @@ def test_up_and_down_leaves_no_namespace_interface_or_process(capfd):
     links = _host_links()
     with Testbed(4, 2, bandwidth="100mbit", switch_size=2) as tb:
         assert len(_ours(tb.tag)) == 4 + 1 + 2  # nodes, the spine, two leaf switches
+        assert _groups(tb.tag) == ([tb.namespace(n) for n in tb.spec.node_names] if cpu.controller() else [])
         report = tb.run(["sh", "-c", "hostname; sleep 300 & echo started"])
         state = tb.state
         assert _host_links() == links, "the machine's own namespace got an interface"
     out = capfd.readouterr().out
     assert out.splitlines()[0] == "node000"
     assert report["exit_status"] == 0 and [n["name"] for n in report["nodes"]] == tb.spec.node_names
-    assert _ours(tb.tag) == [] and not state.exists()
+    assert _ours(tb.tag) == [] and _groups(tb.tag) == [] and not state.exists()
     assert _processes_with("sleep 300") == [], "a process started on a node outlived the run"
     assert _host_links() == links
 
@@ -157,7 +164,7 @@ def test_a_signal_to_perfkit_testbed_tears_everything_down(sig, status):
     try:
         _wait_for(lambda: len(_processes_with(marker)) >= 1)
         tag = f"{proc.pid}-"
-        assert _ours(tag)
+        assert _ours(tag) and len(_groups(tag)) == (2 if cpu.controller() else 0)
         proc.send_signal(sig)
         try:
             _, err = proc.communicate(timeout=60)
@@ -169,7 +176,7 @@ def test_a_signal_to_perfkit_testbed_tears_everything_down(sig, status):
         proc.kill()
     assert proc.returncode == status, err
     assert "every node removed" in err and "Traceback" not in err
-    assert _ours(tag) == [] and _processes_with(marker) == []
+    assert _ours(tag) == [] and _groups(tag) == [] and _processes_with(marker) == []
 
 
 @root_only
@@ -181,9 +188,10 @@ def test_a_killed_testbed_is_cleaned_up_by_the_next():
     proc.wait()
     tag = f"{proc.pid}-"
     assert len(_ours(tag)) == 3 and _processes_with(marker)
+    assert len(_groups(tag)) == (2 if cpu.controller() else 0)
     with Testbed(1, 1) as tb:
         assert any("left by an earlier testbed" in note for note in tb.notes)
-        assert _ours(tag) == [] and _processes_with(marker) == []
+        assert _ours(tag) == [] and _groups(tag) == [] and _processes_with(marker) == []
     assert not list(Path("/tmp").glob(f"{netns.PREFIX}{tag}*"))
 
 
@@ -191,11 +199,14 @@ def test_a_killed_testbed_is_cleaned_up_by_the_next():
 def test_command_status_and_report(tmp_path):
     report = tmp_path / "tb.json"
     done = subprocess.run([*PERFKIT, "testbed", "--nodes", "2", "--cores", "1", "--bandwidth", "50mbit",
-                           "--report", str(report), "--", "sh", "-c", "echo out; exit 7"],
+                           "--dilation", "2.5", "--report", str(report), "--", "sh", "-c", "echo out; exit 7"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 7 and done.stdout == "out\n"
     data = json.loads(report.read_text())
     assert data["exit_status"] == 7 and data["wall_s"] > 0
+    assert data["dilation"] == 2.5 and data["cluster_s"] == pytest.approx(data["wall_s"] / 2.5)
+    assert data["parameters"]["link_rate"] == 20e6 and data["parameters"]["node_cpu"] == 0.4
+    assert [n["name"] for n in data["cpu"]] == ["node000", "node001"]
     assert data["parameters"]["bandwidth"] == 50e6 and data["parameters"]["nodes"] == 2
     assert [set(n) for n in data["nodes"]] == [{"name", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets"}] * 2
 
@@ -224,11 +235,13 @@ def test_without_root_it_says_why(monkeypatch, capsys):
                                   ["testbed", "--nodes", "2", "--cores", "two"],
                                   ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--runs", "0"],
                                   ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--switch-size", "-1"],
-                                  ["testbed", "--nodes", "2", "--cores", "1", "--clock-skew", "0.5"]])
+                                  ["testbed", "--nodes", "2", "--cores", "1", "--clock-skew", "0.5"],
+                                  ["testbed", "--nodes", "2", "--cores", "1", "--dilation", "0.5"],
+                                  ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--dilation", "fast"]])
 def test_counts_are_checked_before_anything_runs(argv, capsys):
     from perfkit.cli import main
 
     with pytest.raises(SystemExit) as stopped:
         main([*argv, "--", "true"])
     assert stopped.value.code == 2
-    assert re.search("expected a whole number|expected whole seconds", capsys.readouterr().err)
+    assert re.search("expected a whole number|expected whole seconds|expected 'auto'", capsys.readouterr().err)
