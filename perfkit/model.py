@@ -43,6 +43,18 @@ METRIC_UNITS: dict[str, str] = {
     "calls_recv": "1",
 }
 METRICS = tuple(METRIC_UNITS)
+#: Optional metric: CPU time (user + system) of the rank's main thread in the function [s] (``perfkit collect``;
+#: on ``Compute`` outside MPI calls; NaN on ``w_``/``b_`` parts, whose call's CPU time is on its main part).
+CPU_TIME = "cpu_time"
+OPTIONAL_METRIC_UNITS: dict[str, str] = {CPU_TIME: "s"}
+#: ``rank_cpu`` (optional, ``perfkit collect``): each rank's CPU counters over the profiled interval (from the end
+#: of MPI_Init to MPI_Finalize), dims ``(run, rank, cpu_stat)``, with units: cores in the rank's affinity mask,
+#: the node's online cores, the main thread's time runnable but waiting for a core (schedstat run delay), its
+#: voluntary and involuntary context switches, the CPU time of all the process's threads.
+CPU_STAT_UNITS: dict[str, str] = {"cores_allowed": "1", "cores_online": "1", "run_delay": "s",
+                                  "voluntary_switches": "1", "involuntary_switches": "1", "process_cpu_time": "s"}
+CPU_STATS = tuple(CPU_STAT_UNITS)
+RANK_CPU_DIMS = ("run", "rank", "cpu_stat")
 TRAFFIC_QUANTITIES = ("bytes", "count", "time")
 #: Optional 4th traffic quantity: bytes of collectives per pair by their arguments (perfkit collect; docs/collector.md).
 COLLECTIVE_BYTES = "collective_bytes"
@@ -152,6 +164,7 @@ def make_run(
     warnings: Iterable[str] = (),
     reader: str = "",
     hosts: Sequence[str] | None = None,
+    rank_cpu: np.ndarray | None = None,
 ) -> xr.Dataset:
     """Build a one-run canonical Dataset.
 
@@ -160,6 +173,7 @@ def make_run(
     (sender, receiver, quantity) over ``ranks`` x ``ranks`` x ``TRAFFIC_QUANTITIES`` (numpy or
     ``sparse.COO``), optionally followed by ``COLLECTIVE_BYTES``. ``sizes`` has shape (rank, function,
     size_bin, stat). ``hosts`` names each rank's host in ``ranks`` order ("" where unknown): the ``host`` variable.
+    ``rank_cpu`` has shape (rank, cpu_stat) over ``CPU_STATS``: the ``rank_cpu`` variable.
     """
     profile = np.asarray(profile, dtype=np.float64)
     metrics = list(metrics)
@@ -171,7 +185,7 @@ def make_run(
         pad = np.full((*profile.shape[:2], len(missing)), np.nan)
         profile = np.concatenate([profile, pad], axis=2)
         metrics += missing
-    units = {**METRIC_UNITS, **(extra_units or {})}
+    units = {**METRIC_UNITS, **OPTIONAL_METRIC_UNITS, **(extra_units or {})}
     rank_index = np.asarray(ranks, dtype=np.int64)
     data_vars: dict[str, Any] = {
         "profile": (PROFILE_DIMS, profile[np.newaxis]),
@@ -193,6 +207,10 @@ def make_run(
         if len(hosts) != rank_index.size:
             raise ContractError(f"{len(hosts)} host names for {rank_index.size} ranks")
         data_vars["host"] = (HOST_DIMS, np.asarray([[str(h) for h in hosts]], dtype=str))
+    if rank_cpu is not None:
+        data_vars["rank_cpu"] = (RANK_CPU_DIMS, np.asarray(rank_cpu, dtype=np.float64)[np.newaxis])
+        coords["cpu_stat"] = list(CPU_STATS)
+        coords["cpu_stat_units"] = ("cpu_stat", list(CPU_STAT_UNITS.values()))
     if traffic is not None:
         quantities = traffic_quantities(traffic.shape[-1])
         data_vars["traffic"] = (TRAFFIC_DIMS, _expand_run(traffic))

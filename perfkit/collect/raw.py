@@ -2,11 +2,12 @@
 
 Every rank writes its own part of one file at its own offset (nothing is gathered): rank 0's text header
 (function table, options, clocks, ``rows``, ``host_width``, ending with the line ``data``), then
-``rows`` records of 10 float64 each in rank order,
-``(0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv, calls_recv)`` per function
+``rows`` records of 11 float64 each in rank order,
+``(0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv, calls_recv, cpu_time)`` per function
 (``fid`` -1 is Compute; ``part`` 0 the call, 1 its send-late time ``w_``, 2 its collective wait
-``b_``), ``(1, rank, fid, bin, messages)`` per message-size bin and
-``(2, rank, source, 0, bytes, count, time, collective_bytes)`` per sender of what this rank received,
+``b_``; ``cpu_time`` NaN but on part 0 with CPU measurement), ``(1, rank, fid, bin, messages)`` per
+message-size bin, ``(2, rank, source, 0, bytes, count, time, collective_bytes)`` per sender of what this
+rank received and, with CPU measurement (option ``cpu``), ``(3, rank, *CPU_STATS)`` once per rank,
 then each rank's host name in ``host_width`` NUL-padded bytes, then rank 0's trailer (``key value``
 lines: its time in the collector's ``MPI_Finalize`` [s] and its peak memory before and after [KiB]).
 """
@@ -22,6 +23,8 @@ import xarray as xr
 
 from perfkit.model import (
     COLLECTIVE_BYTES,
+    CPU_STATS,
+    CPU_TIME,
     METRICS,
     SIZE_STATS,
     TRAFFIC_QUANTITIES,
@@ -30,8 +33,8 @@ from perfkit.model import (
     make_run,
 )
 
-ROW = 10
-VERSION = "2"
+ROW = 11
+VERSION = "3"
 PARTS = (("", None), ("w_", "wait_late_sender"), ("b_", "wait_collective"))
 NBIN = 66
 #: Trailer fields: rank 0's time in the collector's MPI_Finalize [s], its peak resident memory (VmHWM) when it
@@ -99,6 +102,9 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
     trailer = _trailer(data[end:], path)
     kind_of_row = rows[:, 0].astype(np.int64)
     stats, hist, mat = rows[kind_of_row == 0], rows[kind_of_row == 1], rows[kind_of_row == 2]
+    options = info.get("options", {})
+    with_cpu = bool(options.get("cpu"))
+    metrics = (*METRICS, CPU_TIME) if with_cpu else METRICS
 
     compute = stats[stats[:, 2] < 0]
     calls_ = stats[stats[:, 2] >= 0]
@@ -110,16 +116,20 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
     column = np.searchsorted(used, slots) + 1
     rank = calls_[:, 1].astype(np.int64)
 
-    profile = np.zeros((nranks, len(labels), len(METRICS)))
-    order = [METRICS.index(m) for m in ("time", "calls", "bytes_sent", "calls_sent", "bytes_recv", "calls_recv")]
-    profile[rank[:, None], column[:, None], np.array(order)[None, :]] = calls_[:, 4:10]
-    profile[:, 0, :] = np.nan  # Compute: only time applies
+    profile = np.zeros((nranks, len(labels), len(metrics)))
+    columns = ("time", "calls", "bytes_sent", "calls_sent", "bytes_recv", "calls_recv", CPU_TIME)[:len(metrics)]
+    order = [metrics.index(m) for m in columns]
+    profile[rank[:, None], column[:, None], np.array(order)[None, :]] = calls_[:, 4:4 + len(columns)]
+    profile[:, 0, :] = np.nan  # Compute: only time (and CPU time) apply
     profile[compute[:, 1].astype(np.int64), 0, METRICS.index("time")] = compute[:, 4]
+    if with_cpu:
+        profile[compute[:, 1].astype(np.int64), 0, metrics.index(CPU_TIME)] = compute[:, 10]
     waits = np.array([k in ("wait_late_sender", "wait_collective") for k in kinds])
+    if with_cpu:
+        profile[:, waits, metrics.index(CPU_TIME)] = np.nan  # a call's CPU time is on its main part
     for m in ("bytes_sent", "calls_sent", "bytes_recv", "calls_recv"):
         profile[:, waits, METRICS.index(m)] = np.nan  # inserted waits move no data
 
-    options = info.get("options", {})
     traffic = sizes = bins = None
     if options.get("matrices"):
         traffic = _traffic(mat, nranks)
@@ -140,9 +150,10 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
     if int(fields.get("other_thread_calls", 0)):
         warnings.append(f"{fields['other_thread_calls']} MPI calls from threads other than the one that called "
                         "MPI_Init were not profiled (their time is in Compute)")
+    rank_cpu = _rank_cpu(rows[kind_of_row == 3], nranks) if with_cpu else None
     ds = make_run(profile, ranks=np.arange(nranks), functions=labels, calls=call_of, kinds=kinds,
-                  metrics=METRICS, run=run, traffic=traffic, sizes=sizes, size_bins=bins, warnings=warnings,
-                  reader="perfkit.collect", hosts=hosts)
+                  metrics=metrics, run=run, rank_cpu=rank_cpu, traffic=traffic, sizes=sizes, size_bins=bins,
+                  warnings=warnings, reader="perfkit.collect", hosts=hosts)
     # clocks, with --slt or --collective-wait on several nodes [s]: the largest change of a node's offset over
     # the run, the largest offset measured, and the largest bound of an offset's error (half a round trip)
     for attr, field in (("drift", "clock_drift"), ("offset", "clock_offset"), ("offset_bound", "clock_bound")):
@@ -150,6 +161,13 @@ def read_raw(path: str | Path, **run_metadata: Any) -> xr.Dataset:
     for field, attr in FINALIZE_FIELDS.items():
         ds.attrs[attr] = trailer.get(field, float("nan"))
     return ds
+
+
+def _rank_cpu(records: np.ndarray, nranks: int) -> np.ndarray:
+    """(rank, cpu_stat) from the ranks' CPU records; NaN for a rank without one."""
+    out = np.full((nranks, len(CPU_STATS)), np.nan)
+    out[records[:, 1].astype(np.int64)] = records[:, 2:2 + len(CPU_STATS)]
+    return out
 
 
 def _traffic(mat: np.ndarray, nranks: int) -> Any:

@@ -47,8 +47,8 @@ def trace_path(output: str | os.PathLike) -> Path:
 
 
 def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = False, collective_wait: bool = False,
-            matrices: bool = False, timeout: float | None = None, env: Mapping[str, str] | None = None,
-            cwd: str | os.PathLike | None = None, trace: bool = False,
+            matrices: bool = False, cpu: bool = True, timeout: float | None = None,
+            env: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None, trace: bool = False,
             trace_buffer: float = TRACE_BUFFER_MB, overwrite: bool = False) -> CollectResult:
     """Run ``launch`` (e.g. ``["mpirun", "-np", "4", "./app"]``) with the collector preloaded.
 
@@ -56,6 +56,8 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
     reached ``MPI_Finalize``; it is written to a temporary file beside it and renamed, so it is never
     half a file. ``slt`` measures send-late time (``w_MPI_*``), ``collective_wait`` the barrier before
     each collective (``b_MPI_*``), ``matrices`` the rank-to-rank matrices and message-size histograms.
+    ``cpu`` (on by default) measures each rank's CPU time in every call and in compute (metric ``cpu_time``) and
+    its CPU counters (variable ``rank_cpu``: cores, time waiting for a core, context switches).
     ``timeout`` [s] kills the launch (and all it started) and reports exit status 124.
     ``trace`` also writes an OTF2 archive, ``OUTPUT.otf2/`` (``trace_path``), with the library built for
     tracing; each rank buffers at most ``trace_buffer`` MiB of events and flushes them to disk when full.
@@ -91,7 +93,7 @@ def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = Fal
         preload = " ".join(p for p in (str(library), os.environ.get("LD_PRELOAD", "")) if p)
         variables = {"LD_PRELOAD": preload, "PERFKIT_COLLECT_OUT": str(raw),
                      "PERFKIT_COLLECT_SLT": str(int(slt)), "PERFKIT_COLLECT_COLLECTIVE_WAIT": str(int(collective_wait)),
-                     "PERFKIT_COLLECT_MATRICES": str(int(matrices))}
+                     "PERFKIT_COLLECT_MATRICES": str(int(matrices)), "PERFKIT_COLLECT_CPU": str(int(cpu))}
         archive = tmp / "trace"
         if trace:
             variables |= {"PERFKIT_COLLECT_TRACE": str(archive), "PERFKIT_COLLECT_TRACE_BUFFER_MB": f"{trace_buffer:g}"}

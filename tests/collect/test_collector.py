@@ -22,7 +22,7 @@ from perfkit.cli import main
 from perfkit.collect import collect
 from perfkit.collect.generate import c_source, fortran_source, function_ids
 from perfkit.collect.launch import mpirun_command
-from perfkit.collect.raw import RawCollectorError, read_raw
+from perfkit.collect.raw import ROW, VERSION, RawCollectorError, read_raw
 from perfkit.collect.run import _write_atomically
 from perfkit.collect.signatures import SIGNATURES
 from perfkit.model import COLLECTIVE_BYTES
@@ -153,13 +153,17 @@ def test_nothing_to_launch_is_an_error(tmp_path, capsys):
 
 
 def _raw_file(path: Path, rows: list[list[float]], hosts: list[str], *, functions: str = "MPI_Send 0\n",
-              matrices: int = 0, trailer: bytes = b"finalize_seconds 0.01\nend\n", version: str = "2") -> Path:
-    """Collector output as the library writes it: header, records, NUL-padded host names, trailer."""
+              matrices: int = 0, trailer: bytes = b"finalize_seconds 0.01\nend\n", version: str = VERSION,
+              cpu: int = 0) -> Path:
+    """Collector output as the library writes it: header, records (padded to ROW values with NaN), NUL-padded host
+    names, trailer."""
     width = 16
     header = (f"perfkit-collect {version}\nranks {len(hosts)}\nfunctions 1\n{functions}"
-              f"options slt=0 collective_wait=0 matrices={matrices}\nrows {len(rows)}\nhost_width {width}\ndata\n")
+              f"options slt=0 collective_wait=0 matrices={matrices} cpu={cpu}\nrows {len(rows)}\n"
+              f"host_width {width}\ndata\n")
     names = b"".join(h.encode().ljust(width, b"\0") for h in hosts)
-    path.write_bytes(header.encode() + np.asarray(rows, dtype=np.float64).tobytes() + names + trailer)
+    records = np.array([[*row, *[np.nan] * (ROW - len(row))] for row in rows], dtype=np.float64)
+    path.write_bytes(header.encode() + records.tobytes() + names + trailer)
     return path
 
 
@@ -174,7 +178,7 @@ def test_a_damaged_collector_output_is_refused(tmp_path):
     with pytest.raises(RawCollectorError, match="trailer"):
         read_raw(_raw_file(tmp_path / "raw", rows, ["a", "a"], trailer=b"finalize_seconds 0.01\n"))
     with pytest.raises(RawCollectorError, match="line 1: collector output version"):
-        read_raw(_raw_file(tmp_path / "raw", rows, ["a", "a"], version="1"))
+        read_raw(_raw_file(tmp_path / "raw", rows, ["a", "a"], version="2"))
 
 
 def test_partner_records_become_sparse_traffic_with_collective_bytes(tmp_path):

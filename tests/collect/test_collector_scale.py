@@ -19,7 +19,7 @@ import xarray as xr
 import perfkit
 from perfkit.collect import collect
 from perfkit.collect.launch import mpirun_command
-from perfkit.collect.raw import read_raw
+from perfkit.collect.raw import ROW, VERSION, read_raw
 from perfkit.collect.run import _write_atomically
 from perfkit.model import COLLECTIVE_BYTES, make_run
 
@@ -90,13 +90,13 @@ def test_alltoallv_with_mpich_equals_the_programs_truth(tmp_path, monkeypatch):
 
 def _raw_ring(path: Path, nranks: int) -> Path:
     """Collector output of a ring: rank r received 8r bytes in 2 messages and 4r + 1 collective bytes from r - 1."""
-    rows = np.zeros((2 * nranks, 10))
+    rows = np.zeros((2 * nranks, ROW))
     rows[:nranks, :6] = np.c_[np.zeros(nranks), np.arange(nranks), -np.ones(nranks), np.zeros(nranks),
                               np.ones(nranks), np.zeros(nranks)]
     r = np.arange(nranks)
     rows[nranks:, :8] = np.c_[2 * np.ones(nranks), r, (r - 1) % nranks, np.zeros(nranks), 8.0 * r, 2 * np.ones(nranks),
                               0.5 * np.ones(nranks), 4.0 * r + 1]
-    header = (f"perfkit-collect 2\nranks {nranks}\nfunctions 1\nMPI_Send 0\n"
+    header = (f"perfkit-collect {VERSION}\nranks {nranks}\nfunctions 1\nMPI_Send 0\n"
               f"options slt=0 collective_wait=0 matrices=1\nrows {len(rows)}\nhost_width 8\ndata\n")
     path.write_bytes(header.encode() + rows.tobytes() + b"node\0\0\0\0" * nranks + b"end\n")
     return path

@@ -9,10 +9,12 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,19 +36,25 @@ extern const int pk_nfunc;
 extern const char *const pk_fnames[];
 extern const int pk_fcollective[];
 
-enum { PK_NMETRIC = 6 };              /* time, calls, bytes_sent, calls_sent, bytes_recv, calls_recv */
-enum { M_TIME, M_CALLS, M_BSENT, M_CSENT, M_BRECV, M_CRECV };
+enum { PK_NMETRIC = 7 };              /* time, calls, bytes_sent, calls_sent, bytes_recv, calls_recv, cpu_time */
+enum { M_TIME, M_CALLS, M_BSENT, M_CSENT, M_BRECV, M_CRECV, M_CPU };
 enum { PART_MAIN, PART_W, PART_B, PK_NPART };
 enum { PK_NBIN = 66 };                /* size bins: 0 bytes, then [2^k, 2^(k+1)) labelled 2^k */
-enum { ROW = 10 };                    /* doubles per output record */
+enum { ROW = 11 };                    /* doubles per output record */
 
 static int pk_on;                     /* profiling between the end of MPI_Init and MPI_Finalize */
 static int pk_depth;                  /* > 0 inside a profiled call: nested MPI calls pass through */
 static pthread_t pk_thread;           /* the thread that initialised MPI; others are not profiled */
-static int opt_slt, opt_cw, opt_mat;
+static int opt_slt, opt_cw, opt_mat, opt_cpu;
 static int world_rank, world_size;
 static double clock_offset;           /* add to the local clock to get rank 0's clock [s] */
 static double t_init_end, mpi_time;   /* [s] */
+static double mpi_cpu;                /* the thread's CPU time inside profiled calls [s] */
+/* the rank's CPU at the end of MPI_Init, then the change up to MPI_Finalize: thread CPU [s], run-queue wait [s],
+ * voluntary and involuntary switches, the process's CPU (every thread) [s] */
+enum { C_THREAD, C_DELAY, C_VOL, C_INVOL, C_PROC, PK_NCPU };
+static double cpu_at_init[PK_NCPU];
+static double cpu_init_start; /* the thread's CPU clock when MPI_Init was called [s] */
 static double *stats;                 /* [nfunc][PK_NPART][PK_NMETRIC] */
 static double *hist;                  /* [nfunc][PK_NBIN]: messages */
 static int *call_src;                 /* world ranks of the receives completed by the current call */
@@ -58,6 +66,32 @@ static inline double pk_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the calling thread's CPU time (user + system) [s]: a system call here (0.8 us), taken twice a profiled call */
+static inline double pk_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the thread's and process's CPU counters now (C_* order); the run-queue wait is NaN without schedstat */
+static void cpu_counters(double out[PK_NCPU]) {
+    struct rusage self, thread;
+    unsigned long long on_cpu, delay;
+    out[C_THREAD] = pk_cpu_now();
+    out[C_DELAY] = NAN;
+    FILE *fh = fopen("/proc/thread-self/schedstat", "r");
+    if (fh) {
+        if (fscanf(fh, "%llu %llu", &on_cpu, &delay) == 2) out[C_DELAY] = 1e-9 * (double)delay;
+        fclose(fh);
+    }
+    getrusage(RUSAGE_THREAD, &thread);
+    getrusage(RUSAGE_SELF, &self);
+    out[C_VOL] = (double)thread.ru_nvcsw;
+    out[C_INVOL] = (double)thread.ru_nivcsw;
+    out[C_PROC] = (double)self.ru_utime.tv_sec + 1e-6 * (double)self.ru_utime.tv_usec + (double)self.ru_stime.tv_sec +
+                  1e-6 * (double)self.ru_stime.tv_usec;
 }
 
 static void *pk_calloc(size_t n, size_t size) {
@@ -475,6 +509,7 @@ int pk_enter(pk_call *c, int fid) {
     c->slt_measured = c->nsrc = 0;
     c->cw_pending = 0;
     c->cw_req = MPI_REQUEST_NULL;
+    if (opt_cpu) c->c0 = pk_cpu_now();
     c->t0 = pk_now();
     TRACE({
         c->t_enter = c->t0;
@@ -495,6 +530,7 @@ void pk_leave(pk_call *c) {
         c->t0 += c->tb;
     }
     double t_end = pk_now(), dur = t_end - c->t0;
+    double cpu = opt_cpu ? pk_cpu_now() - c->c0 : 0; /* the whole call's, its waits included */
     TRACE({
         if (c->coll_comm >= 0) pkt_coll_end(t_end, c->fid, c->coll_comm, c->coll_root, c->coll_sent, c->coll_recv);
         pkt_leave(c->fid, t_end);
@@ -503,6 +539,8 @@ void pk_leave(pk_call *c) {
     double *s = stat_of(c->fid, PART_MAIN);
     s[M_TIME] += dur - w;
     s[M_CALLS] += 1;
+    s[M_CPU] += cpu;
+    mpi_cpu += cpu;
     if (c->slt_measured) {
         double *sw = stat_of(c->fid, PART_W);
         sw[M_TIME] += w;
@@ -996,7 +1034,10 @@ static int env_flag(const char *name) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
-void pk_init_begin(double *t_start) { *t_start = pk_now(); }
+void pk_init_begin(double *t_start) {
+    cpu_init_start = pk_cpu_now();
+    *t_start = pk_now();
+}
 
 void pk_init_end(double t_start, int fid) {
     static int done;
@@ -1005,6 +1046,8 @@ void pk_init_end(double t_start, int fid) {
     opt_slt = env_flag("PERFKIT_COLLECT_SLT");
     opt_cw = env_flag("PERFKIT_COLLECT_COLLECTIVE_WAIT");
     opt_mat = env_flag("PERFKIT_COLLECT_MATRICES");
+    const char *cpu_flag = getenv("PERFKIT_COLLECT_CPU");
+    opt_cpu = !cpu_flag || !*cpu_flag || strcmp(cpu_flag, "0") != 0; /* on unless PERFKIT_COLLECT_CPU=0 */
 #ifdef PK_TRACE
     const char *trace_dir = getenv("PERFKIT_COLLECT_TRACE");
     opt_trace = trace_dir && *trace_dir;
@@ -1030,6 +1073,7 @@ void pk_init_end(double t_start, int fid) {
     }
     pk_comm_new(&c, MPI_COMM_WORLD);
     pk_comm_new(&c, MPI_COMM_SELF);
+    if (opt_cpu) cpu_counters(cpu_at_init);
     t_init_end = pk_now();
     TRACE({
         pkt_enter(pkt_region_program(), t_start);
@@ -1039,17 +1083,21 @@ void pk_init_end(double t_start, int fid) {
     double *s = stat_of(fid, PART_MAIN);
     s[M_TIME] += t_init_end - t_start;
     s[M_CALLS] += 1;
+    s[M_CPU] += opt_cpu ? cpu_at_init[C_THREAD] - cpu_init_start : 0;
     pk_on = 1;
 }
 
 /* this rank's records, ROW doubles each: (0, rank, fid, part, time, calls, bytes_sent, calls_sent, bytes_recv,
- * calls_recv) with fid -1 for Compute; (1, rank, fid, bin, messages); (2, rank, source, 0, bytes, count, time,
- * collective bytes) per partner, in the partner table's order */
-static double *pack(size_t *nrows, double compute) {
+ * calls_recv, cpu_time) with fid -1 for Compute (cpu_time NaN without CPU measurement); (1, rank, fid, bin,
+ * messages); (2, rank, source, 0, bytes, count, time, collective bytes) per partner, in the partner table's order;
+ * with CPU measurement, (3, rank, cores allowed, cores online, run-queue wait, voluntary switches, involuntary
+ * switches, process CPU time) over the profiled interval. cpu[] is the change of the C_* counters over it. */
+static double *pack(size_t *nrows, double compute, const double cpu[PK_NCPU]) {
     size_t n = 1, cap = 64;
     double *rows = pk_calloc(cap * ROW, sizeof(double));
     double *row = rows;
     row[0] = 0, row[1] = world_rank, row[2] = -1, row[3] = 0, row[4] = compute, row[5] = 1;
+    row[4 + M_CPU] = opt_cpu ? cpu[C_THREAD] - mpi_cpu : NAN;
 #define NEW_ROW()                                                          \
     do {                                                                   \
         if (n == cap) {                                                    \
@@ -1067,6 +1115,7 @@ static double *pack(size_t *nrows, double compute) {
             NEW_ROW();
             row[0] = 0, row[1] = world_rank, row[2] = f, row[3] = p;
             memcpy(row + 4, s, PK_NMETRIC * sizeof(double));
+            if (!opt_cpu || p != PART_MAIN) row[4 + M_CPU] = NAN; /* a call's CPU time is all on its main part */
         }
     for (int f = 0; opt_mat && f < pk_nfunc; f++)
         for (int b = 0; b < PK_NBIN; b++) {
@@ -1081,6 +1130,14 @@ static double *pack(size_t *nrows, double compute) {
         NEW_ROW();
         row[0] = 2, row[1] = world_rank, row[2] = m->rank;
         row[4] = m->bytes, row[5] = (double)m->count, row[6] = m->time, row[7] = m->coll;
+    }
+    if (opt_cpu) {
+        cpu_set_t mask;
+        NEW_ROW();
+        row[0] = 3, row[1] = world_rank;
+        row[2] = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : NAN;
+        row[3] = (double)sysconf(_SC_NPROCESSORS_ONLN);
+        row[4] = cpu[C_DELAY], row[5] = cpu[C_VOL], row[6] = cpu[C_INVOL], row[7] = cpu[C_PROC];
     }
 #undef NEW_ROW
     *nrows = n;
@@ -1105,9 +1162,9 @@ static char *header(size_t *len, uint64_t nrows, int host_width, const double cl
     char *text = NULL;
     FILE *fh = open_memstream(&text, len);
     if (!fh) PMPI_Abort(MPI_COMM_WORLD, 70);
-    fprintf(fh, "perfkit-collect 2\nranks %d\nfunctions %d\n", world_size, pk_nfunc);
+    fprintf(fh, "perfkit-collect 3\nranks %d\nfunctions %d\n", world_size, pk_nfunc);
     for (int f = 0; f < pk_nfunc; f++) fprintf(fh, "%s %d\n", pk_fnames[f], pk_fcollective[f]);
-    fprintf(fh, "options slt=%d collective_wait=%d matrices=%d\n", opt_slt, opt_cw, opt_mat);
+    fprintf(fh, "options slt=%d collective_wait=%d matrices=%d cpu=%d\n", opt_slt, opt_cw, opt_mat, opt_cpu);
     fprintf(fh, "clock_drift %.9g\nclock_offset %.9g\nclock_bound %.9g\n", clock[0], clock[1], clock[2]);
     fprintf(fh, "unmatched_piggybacks %ld\nother_thread_calls %ld\n", unmatched, other);
     fprintf(fh, "rows %llu\nhost_width %d\ndata\n", (unsigned long long)nrows, host_width);
@@ -1192,7 +1249,11 @@ void pk_finalize(void) {
     long peak_before = world_rank == 0 ? peak_kib() : -1;
     pk_on = 0;
     TRACE(pkt_enter(pkt_region_finalize(), t_fin));
-    double compute = (t_fin - t_init_end) - mpi_time;
+    double compute = (t_fin - t_init_end) - mpi_time, cpu[PK_NCPU] = {0};
+    if (opt_cpu) {
+        cpu_counters(cpu);
+        for (int k = 0; k < PK_NCPU; k++) cpu[k] -= cpu_at_init[k];
+    }
     piggyback_drain();
     if (opt_cw) cw_settle_all();
     for (size_t i = 0; opt_mat && i < comms.cap; i++)
@@ -1209,7 +1270,7 @@ void pk_finalize(void) {
     PMPI_Reduce(counts, totals, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 
     size_t nrows;
-    double *rows = pack(&nrows, compute);
+    double *rows = pack(&nrows, compute, cpu);
     const char *path = getenv("PERFKIT_COLLECT_OUT");
     if (path && *path) write_output(path, rows, nrows, clock_max, totals[0], totals[1], t_fin, peak_before);
     free(rows);

@@ -13,6 +13,7 @@
 typedef struct pk_call {
     int fid;          /* function id, -1 when the call is not profiled (nested, other thread) */
     double t0;        /* start of the measured part [s] */
+    double c0;        /* the thread's CPU clock at the call's start [s] (with CPU measurement) */
     double tb;        /* collective wait: time waiting for the last rank to arrive [s] */
     double slt;       /* send-late time found while completing receives [s] */
     int slt_measured; /* a receive completed with a piggybacked send time */

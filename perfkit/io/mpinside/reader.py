@@ -23,6 +23,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
+from perfkit.io.mpinside.cpu import is_rank_cpu, read_rank_cpu
 from perfkit.io.mpinside.names import column_function
 from perfkit.io.mpinside.sizes import SizeTables, check_not_cut, size_array
 from perfkit.io.mpinside.tables import (
@@ -37,7 +38,16 @@ from perfkit.io.mpinside.tables import (
     rank_column,
     split_header,
 )
-from perfkit.model import COLLECTIVE_BYTES, TRAFFIC_QUANTITIES, dense_traffic, flat_coo, make_run, summed_entries
+from perfkit.model import (
+    COLLECTIVE_BYTES,
+    CPU_TIME,
+    METRICS,
+    TRAFFIC_QUANTITIES,
+    dense_traffic,
+    flat_coo,
+    make_run,
+    summed_entries,
+)
 from perfkit.options import too_big
 
 #: The comment lines before the first table are read up to this size [B] (100,000 ranks' host names
@@ -54,6 +64,7 @@ _RANK_TABLES = {
     "bytes received": "bytes_recv",
     "calls receiving data": "calls_recv",
     "number of calls": "calls",  # perfkit's extension (written by perfkit collect); absent in MPInside: NaN
+    "cpu time totals": CPU_TIME,  # perfkit's extension: a metric only when the table is there
 }
 _SIZES = re.compile(r"^rank\s+(\d+)\s+size(s)?\s+distribution(\s+times)?$", re.I)
 _MATRIX = re.compile(r"^(?:.*\b)?(COLLECTIVE_SIZE|TIME|SIZE|REQUEST)\s*\(\s*i\s*,\s*j\s*\)", re.I)
@@ -284,6 +295,7 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any], hosts: 
     pending: list[tuple[Block, re.Match[str]]] = []  # consecutive size tables, read together
     matrices: dict[str, Entries] = {}
     warnings: list[str] = []
+    cpu_block: Block | None = None
     for block in blocks:
         title = " ".join(block.title.lower().split())
         if match := _SIZES.match(title):
@@ -298,6 +310,11 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any], hosts: 
                 raise PerfkitFormatError(path, block.line, f"table '{block.title}' appears twice "
                                                            f"(first on line {tables[key].line})")
             tables[key] = _read_rank_table(block, key, path)
+        elif is_rank_cpu(title):
+            if cpu_block is not None:
+                raise PerfkitFormatError(path, block.line, f"table '{block.title}' appears twice "
+                                                           f"(first on line {cpu_block.line})")
+            cpu_block = block
         elif _MATRIX.match(block.title):
             name, entries = _read_matrix(block, path)
             if name in matrices:
@@ -312,12 +329,13 @@ def _assemble(path: Path, blocks: Iterator[Block], meta: dict[str, Any], hosts: 
         raise PerfkitFormatError(path, None, "no '>>>> Communication time totals (s) <<<<' table found")
     if last_is_size:
         check_not_cut(path, sizes, tables["time"].ranks)
-    return _build(path, tables, sizes, matrices, warnings, meta, hosts)
+    rank_cpu = None if cpu_block is None else read_rank_cpu(cpu_block, path, tables["time"].ranks, warnings)
+    return _build(path, tables, sizes, matrices, warnings, meta, hosts, rank_cpu)
 
 
 def _build(path: Path, tables: dict[str, RankTable], sizes: SizeTables,
            matrices: dict[str, Entries], warnings: list[str],
-           meta: dict[str, Any], hosts: HostRuns | None) -> xr.Dataset:
+           meta: dict[str, Any], hosts: HostRuns | None, rank_cpu: np.ndarray | None) -> xr.Dataset:
     ranks = tables["time"].ranks
     for table in tables.values():
         if np.array_equal(table.ranks, ranks):
@@ -341,7 +359,8 @@ def _build(path: Path, tables: dict[str, RankTable], sizes: SizeTables,
             functions.setdefault(name, column_function(name)[1:])
     names = list(functions)
     fidx = {f: k for k, f in enumerate(names)}
-    metrics = list(_RANK_TABLES.values())  # without a "Number of calls" table, calls stay NaN
+    # without a "Number of calls" table, calls stay NaN; cpu_time is a metric only where its table is
+    metrics = [*METRICS, *([CPU_TIME] if CPU_TIME in tables else [])]
     # filled metric by metric, each table let go once copied: the tables and the profile are not both held
     slabs = np.empty((len(metrics), ranks.size, len(names)))
     for target, metric in zip(slabs, metrics):
@@ -378,7 +397,7 @@ def _build(path: Path, tables: dict[str, RankTable], sizes: SizeTables,
     return make_run(profile, ranks=ranks, functions=names, calls=[functions[f][0] for f in names],
                     kinds=[functions[f][1] for f in names], metrics=metrics, run=run, traffic=traffic,
                     sizes=size_arr, size_bins=bins, warnings=warnings, reader="perfkit.io.mpinside",
-                    hosts=None if hosts is None else hosts.expand(path, ranks.size))
+                    hosts=None if hosts is None else hosts.expand(path, ranks.size), rank_cpu=rank_cpu)
 
 
 def _infer_mode(kinds: list[str], given: str | None, path: Path) -> str:

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit.io.mpinside.cpu import write_rank_cpu
 from perfkit.io.mpinside.names import column_name
-from perfkit.model import SIZE_STATS
+from perfkit.model import CPU_TIME, SIZE_STATS
 
 TABLES = (
     ("time", "Communication time totals (s)", "%.6f"),
@@ -22,6 +23,7 @@ TABLES = (
     ("bytes_recv", "Bytes received", "%.0f"),
     ("calls_recv", "Calls receiving data", "%.0f"),
     ("calls", "Number of calls", "%.0f"),  # perfkit's extension, written only when known
+    (CPU_TIME, "CPU time totals (s)", "%.6f"),  # perfkit's extension, written when the profile has it
 )
 MATRICES = (("SIZE", "bytes", "%.0f"), ("REQUEST", "count", "%.0f"), ("TIME", "time", "%.6f"),
             ("COLLECTIVE_SIZE", "collective_bytes", "%.0f"))  # perfkit's extension, written only when known
@@ -43,12 +45,16 @@ def write(ds: xr.Dataset, path: str | PathLike | TextIO, *, matrix_layout: str =
         raise ValueError("write() takes a Dataset holding one run; select it with ds.isel(run=[k])")
     one = ds.isel(run=0)
     profile = one["profile"]
-    in_tables = ~np.all(np.isnan(profile.sel(metric=[m for m, _, _ in TABLES]).values), axis=(0, 2))
+    metrics = set(map(str, profile["metric"].values))
+    tables = [t for t in TABLES if (with_calls or t[0] != "calls") and t[0] in metrics]
+    if CPU_TIME in metrics and np.all(np.isnan(profile.sel(metric=CPU_TIME).values)):
+        tables = [t for t in tables if t[0] != CPU_TIME]  # a run of a combined study that did not measure CPU
+    known = [m for m, _, _ in TABLES if m in metrics]
+    in_tables = ~np.all(np.isnan(profile.sel(metric=known).values), axis=(0, 2))
     columns = [column_name(str(f), str(k)) for f, k in
                zip(one["function"].values[in_tables], one["kind"].values[in_tables])]
     profile = profile.isel(function=in_tables)
     ranks = one["rank"].values
-    tables = [t for t in TABLES if with_calls or t[0] != "calls"]
     meta = dict(run_metadata or {})
     hosts = one["host"].values if "host" in one else np.array([""])
     if any(hosts):
@@ -80,6 +86,8 @@ def _write(fh: TextIO, one: xr.Dataset, profile: xr.DataArray, columns: list[str
     fh.write(preamble)
     for metric, title, fmt in tables:
         _table(fh, title, ["CPU", *columns], ranks, profile.sel(metric=metric).values, fmt)
+    if "rank_cpu" in one and not np.all(np.isnan(one["rank_cpu"].values)):
+        write_rank_cpu(fh, ranks, one["rank_cpu"].transpose("rank", "cpu_stat").values)
     if "sizes" in one:
         _sizes(fh, one)
     if "traffic" in one:
