@@ -38,6 +38,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit import text as fmt
+from perfkit.analysis.cpu import cpu_summary, cpu_usage, host_counts
 from perfkit.analysis.cube import evaluate, nan_sum, per_rank, run_chunks, with_loaded_coords
 from perfkit.analysis.imbalance import by_node, mpi_share, rank_values, size_summary, slow_ranks, stats_over_ranks
 from perfkit.analysis.phases import call_phases, has_phases, late_rank_list, phase_excess, send_chain
@@ -84,7 +85,14 @@ CAVEATS = {
                   "transfer, the rest waiting); measured waits (`perfkit collect --slt --collective-wait`) make "
                   "them exact."),
     "perfect_network": "A perfect interconnect removes at most the transfer time; the waits remain.",
+    "no_core": ("Time without a core is the kernel's run delay of each rank's main thread (measured); its split "
+                "between compute and MPI calls is modelled: a thread sharing a core waits in proportion to the CPU "
+                "time it uses, within each part's wall - CPU time."),
 }
+#: Mean time per rank without a core (run delay), as a share of elapsed, from which ranks lacked cores: a quiet
+#: node's run delay (kernel threads, timer ticks, the MPI runtime's own threads) stays below 1 % of the time; 5 %
+#: leaves room for a shared login node's daemons and is above MEDIUM, so the finding is never low severity.
+NO_CORE = 0.05
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,91 @@ class _Context:
     startup: np.ndarray  #: start-up and shut-down time [s] per run and rank
     moved: np.ndarray  #: bytes sent and received [B] in transfer functions, (run, rank, 2)
     transfer_calls: np.ndarray  #: calls of transfer functions per run and rank
+    cpu: xr.Dataset  #: ``cpu.cpu_usage``: CPU and wall time, time without a core, cores per host, per run and rank
+    hosts: np.ndarray  #: distinct host names per run (0: unknown)
+
+
+@dataclass(frozen=True)
+class _NoCore:
+    """Time ranks of one run spent without a core (``cpu.cpu_usage``), means per rank [s] unless said."""
+
+    seconds: float  #: run delay: runnable, waiting for a core [s]
+    compute: float  #: of it in compute [s] (modelled split)
+    mpi: float  #: of it in MPI calls [s] (modelled split)
+    on_cpu: float  #: CPU time of the main thread in the parallel region [s]
+    region: float  #: the parallel region's wall time [s]
+    compute_wall: float  #: compute's wall time [s]
+    compute_cpu: float  #: compute's CPU time [s]
+    availability: float  #: compute CPU / compute wall time over all ranks [1]
+    involuntary: float  #: involuntary context switches [1]
+    voluntary: float  #: voluntary context switches [1]
+    shared: np.ndarray  #: the ranks on hosts with more ranks than cores
+    on_host: int  #: ranks on the most oversubscribed host (0: none is)
+    cores: int  #: that host's cores
+    hosts: int  #: how many hosts are oversubscribed, of ``of_hosts``
+    of_hosts: int
+    applies: bool  #: the run delay is above the noise floor (``NO_CORE`` of elapsed)
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.on_host > 0
+
+    def transfer_and_wait(self, transfer: float, waits: float) -> tuple[float, float]:
+        """The MPI calls' time without a core [s] taken off the ``transfer`` loss first, the rest off ``waits``
+        (a rank descheduled in a call stretches it; modelled), 0 when the finding does not apply."""
+        if not self.applies:
+            return 0.0, 0.0
+        off_transfer = min(self.mpi, max(transfer, 0.0))
+        return off_transfer, min(self.mpi - off_transfer, max(waits, 0.0))
+
+
+def _no_core(context: _Context, i: int) -> _NoCore | None:
+    """Run ``i``'s time without a core, None where CPU was not measured."""
+    usage = context.cpu.isel(run=i)
+    summary = cpu_summary(context.cpu.isel(run=[i])).isel(run=0)
+    if not bool(summary["measured"]):
+        return None
+    over = usage["oversubscription"].values
+    ranks = usage["rank"].values
+    sharing = over > 1
+    worst = int(np.nanargmax(np.where(np.isnan(over), -np.inf, over))) if sharing.any() else -1
+    hosts = usage["ranks_on_host"].values
+    mean = {name: float(summary[name]) for name in ("run_delay", "delay_compute", "delay_mpi", "compute_cpu",
+                                                     "mpi_cpu", "region", "compute_wall", "involuntary_switches",
+                                                     "voluntary_switches", "cpu_availability")}
+    on_hosts = np.nansum(np.where(sharing, 1.0 / np.where(hosts > 0, hosts, np.nan), 0.0))
+    of_hosts = int(context.hosts[i]) or 1
+    return _NoCore(seconds=mean["run_delay"], compute=mean["delay_compute"], mpi=mean["delay_mpi"],
+                   on_cpu=mean["compute_cpu"] + mean["mpi_cpu"], region=mean["region"],
+                   compute_wall=mean["compute_wall"], compute_cpu=mean["compute_cpu"],
+                   availability=mean["cpu_availability"], involuntary=mean["involuntary_switches"],
+                   voluntary=mean["voluntary_switches"], shared=ranks[sharing],
+                   on_host=int(hosts[worst]) if worst >= 0 else 0,
+                   cores=int(usage["cores"].values[worst]) if worst >= 0 else 0, hosts=round(on_hosts),
+                   of_hosts=of_hosts, applies=mean["run_delay"] >= NO_CORE * float(context.pop["elapsed"][i]))
+
+
+def _cores_text(n: int) -> str:
+    return fmt.plural(n, "core")
+
+
+def _no_core_cause(nc: _NoCore) -> str:
+    """What took the cores: ``N ranks on a node with C cores`` (oversubscription), else interference."""
+    if nc.oversubscribed:
+        where = "a node" if nc.of_hosts == 1 else f"a node ({nc.hosts} of {nc.of_hosts} nodes alike)"
+        return f"{fmt.plural(nc.on_host, 'rank')} on {where} with {_cores_text(nc.cores)}"
+    return "other load took the cores, no node having more ranks than cores"
+
+
+def _no_core_split(nc: _NoCore) -> str:
+    """Sentence: the time without a core, its split, the switches and the compute's CPU availability."""
+    rate = nc.involuntary / nc.region if nc.region > 0 else np.nan
+    return (f"The ranks waited {fmt.seconds(nc.seconds)} per rank for a core (run delay, measured): about "
+            f"{fmt.seconds(nc.compute)} in compute and {fmt.seconds(nc.mpi)} in MPI calls (modelled). "
+            f"{fmt.count(nc.involuntary)} involuntary context switches per rank ({fmt.count(rate)} per second), "
+            f"against {fmt.count(nc.voluntary)} voluntary: the scheduler took the core away. Compute ran on a CPU "
+            f"{fmt.percent(nc.availability)} of its wall time ({fmt.seconds(nc.compute_cpu)} of "
+            f"{fmt.seconds(nc.compute_wall)} per rank: CPU availability {nc.availability:.2f}).")
 
 
 def diagnose(ds: xr.Dataset, run: str | None = None) -> pd.DataFrame:
@@ -160,10 +253,12 @@ def _context(ds: xr.Dataset) -> _Context:
     longest = np.fmax.reduce(sums[..., 0], axis=1)
     given = ds["elapsed"].values
     runs = ds["run"].values
+    exists = parts["total"].notnull().values
     return _Context(elapsed=pd.Series(np.where(np.isnan(given), longest, given), index=runs),
-                    ranks=pd.Series(parts["total"].notnull().values.sum(axis=1), index=runs), split=split,
+                    ranks=pd.Series(exists.sum(axis=1), index=runs), split=split,
                     parts=parts, compute=rank_values(ds), mpi=mpi_share(ds), pop=pop_from_parts(ds, parts),
-                    startup=startup, moved=sums[..., 1:3], transfer_calls=sums[..., 3])
+                    startup=startup, moved=sums[..., 1:3], transfer_calls=sums[..., 3], cpu=cpu_usage(ds),
+                    hosts=host_counts(ds, exists))
 
 
 def _rank_sums(ds: xr.Dataset) -> Any:
@@ -375,13 +470,27 @@ def _transfer_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]
             continue
         efficiency, how = float(pop["transfer_efficiency"][i]), _evidence(pop, i, "transfer_efficiency")
         lost = float(pop["elapsed"][i] - pop["ideal_elapsed"][i])
-        seconds = lost if np.isfinite(lost) else float(np.fmin.reduce(t))
-        lead = (f"Transfer efficiency {efficiency:.2f} ({how}): the run would be about "
-                f"{fmt.seconds(max(seconds, 0.0))} shorter on an ideal network.")
+        seconds = max(lost if np.isfinite(lost) else float(np.fmin.reduce(t)), 0.0)
         details = (f"Moving data (including MPI overhead) takes {fmt.seconds(float(np.nanmean(t)))} per rank on "
                    f"average, at most {fmt.seconds(most)} on rank {int(ranks[np.nanargmax(t)])}.")
-        caveats = ("perfect_network", "estimated") if how == "modelled" else ("perfect_network",)
-        rows.append(_row(run, "transfer", "Network transfer time", lead, details, max(seconds, 0.0), caveats))
+        caveats: tuple[str, ...] = ("estimated",) if how == "modelled" else ()
+        nc = _no_core(context, i)
+        off = nc.transfer_and_wait(seconds, 0.0)[0] if nc is not None else 0.0
+        if off > 0:
+            details = fmt.sentences(details, f"The transfers include {fmt.seconds(off)} per rank of ranks waiting for "
+                                    "a core (see the finding on time without a core), left out here.")
+            seconds -= off
+            caveats = (*caveats, "no_core")
+        if context.hosts[i] == 1:
+            lead = (f"Transfer efficiency {efficiency:.2f} ({how}): the run would be about {fmt.seconds(seconds)} "
+                    "shorter if moving data between its ranks cost nothing.")
+            rows.append(_row(run, "transfer", "Shared-memory transfer time", lead,
+                             fmt.sentences(details, _ONE_HOST) + _no_cpu(context, nc, i), seconds, caveats))
+            continue
+        lead = (f"Transfer efficiency {efficiency:.2f} ({how}): the run would be about "
+                f"{fmt.seconds(seconds)} shorter on an ideal network.")
+        rows.append(_row(run, "transfer", "Network transfer time", lead, details, seconds,
+                         ("perfect_network", *caveats)))
     return rows
 
 
@@ -416,7 +525,6 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
         network = _evidence(pop, i, "serialisation_efficiency")
         losses = {name: max(seconds, 0.0) for name, seconds in
                   {"load imbalance": top - mean, "unexplained waits": ideal - top, "transfer": elapsed - ideal}.items()}
-        largest = max(losses, key=lambda k: losses[k])
         details = (f"{efficiency} = load balance {v['load_balance']:.2f} (measured) x communication efficiency "
                    f"{v['communication_efficiency']:.2f} (measured); communication efficiency = serialisation "
                    f"{v['serialisation_efficiency']:.2f} x transfer {v['transfer_efficiency']:.2f} ({network}). "
@@ -424,8 +532,28 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
                    f"{fmt.seconds(mean)}): " + ", ".join(f"{name} {fmt.seconds(seconds)}"
                                                         for name, seconds in losses.items()) + ".")
         caveats: tuple[str, ...] = ("estimated",) if network == "modelled" else ()
+        nc = _no_core(context, i)
+        if nc is not None and nc.applies:
+            off_transfer, off_wait = nc.transfer_and_wait(losses["transfer"], losses["unexplained waits"])
+            losses = {"load imbalance": losses["load imbalance"],
+                      "unexplained waits": losses["unexplained waits"] - off_wait,
+                      "transfer": losses["transfer"] - off_transfer, "no core": nc.seconds}
+            lost += nc.compute
+            details = fmt.sentences(details, _no_core_split(nc), (
+                f"Without the time in MPI calls without a core, transfer is {fmt.seconds(losses['transfer'])} and "
+                f"unexplained waits {fmt.seconds(losses['unexplained waits'])}; counting the compute's, "
+                f"{fmt.seconds(lost)} per rank is not compute on a CPU."))
+            caveats = (*caveats, "no_core")
+        largest = max(losses, key=lambda k: losses[k])
         waiting = f"{fmt.seconds(losses['unexplained waits'])} of waiting"
-        if v["parallel_efficiency"] >= EFFICIENT:
+        one_host = bool(context.hosts[i] == 1)
+        if largest == "no core" and nc is not None:
+            cause = ("ranks sharing cores (oversubscription: " if nc.oversubscribed else
+                     "ranks without a core (interference: ") + _no_core_cause(nc) + ")"
+            title = f"Largest loss: {cause}"
+            lead = (f"{efficiency} (wall-clock compute): {fmt.seconds(lost)} of {fmt.seconds(elapsed)} per rank is not "
+                    f"compute on a CPU; the largest loss is waiting for a core, {fmt.seconds(nc.seconds)} per rank.")
+        elif v["parallel_efficiency"] >= EFFICIENT and not (nc is not None and nc.applies):
             title = f"Efficient: parallel efficiency {v['parallel_efficiency']:.2f}"
             lead = f"{efficiency}: {not_compute}, no loss worth pursuing."
             details += (f" Less than {fmt.percent(1 - EFFICIENT)} of the elapsed time is lost; compute is "
@@ -474,6 +602,10 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
                         "that slow. Ranks that are not running while their partners wait for them look like this: "
                         "more ranks than cores (check ranks per node against cores per node) or other load on the "
                         "nodes. A profile cannot tell which; `top` on a node or fewer ranks per node can.")
+        elif one_host:
+            title = f"Largest loss: shared-memory transfer (transfer efficiency {v['transfer_efficiency']:.2f})"
+            lead = f"{efficiency}: {not_compute}; the largest loss is moving data, {fmt.seconds(losses[largest])}."
+            details += f" {_ONE_HOST} Fewer or larger messages would help.{_no_cpu(context, nc, i)}"
         else:
             title = f"Largest loss: transfer (transfer efficiency {v['transfer_efficiency']:.2f})"
             lead = f"{efficiency}: {not_compute}; the largest loss is moving data, {fmt.seconds(losses[largest])}."
@@ -482,6 +614,9 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
             caveats = ("perfect_network", *caveats)
         rows.append(_row(run, "efficiency", title, lead, details, lost, caveats))
     return rows
+
+
+_ONE_HOST = "Every rank ran on one node: its transfers go through shared memory, not a network."
 
 
 def _always_last(context: _Context, i: int) -> list[tuple[str, int, float]]:
@@ -557,6 +692,17 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
                    f"than {fmt.seconds(top)}; rank {busiest}, which computes most, still waits {fmt.seconds(waited)} "
                    f"and spends {fmt.seconds(other)} in I/O and other calls (start-up left out). Load imbalance is "
                    f"max - mean compute, {fmt.seconds(top - float(pop['useful_mean'][i]))}.")
+        nc = _no_core(context, i)
+        off = nc.transfer_and_wait(float(pop["elapsed"][i]) - ideal, seconds)[1] if nc is not None else 0.0
+        if off > 0:
+            details += (f" Of it, {fmt.seconds(off)} per rank is ranks waiting for a core in MPI calls (see the "
+                        "finding on time without a core), left out here.")
+            seconds -= off
+        elif nc is not None:
+            details += (f" The ranks had their cores: they waited {fmt.seconds(nc.seconds)} per rank for one (run "
+                        "delay, measured), so ranks sharing cores are not the cause.")
+        else:
+            details += _no_cpu(context, nc, i)
         causes = _trace_causes(ds, context, i)
         caveats: tuple[str, ...] = () if causes else ("cannot_tell",)
         if causes:
@@ -568,6 +714,39 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
         rows.append(_row(run, "unexplained_wait", "Waits the compute imbalance does not explain", lead, details,
                          seconds, caveats))
     return rows
+
+
+def _cpu_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
+    """Time the ranks spent without a core (run delay above ``NO_CORE`` of elapsed): oversubscription when a node
+    has more ranks than cores (``cpu.cpu_usage``), else interference."""
+    rows = []
+    for i, run in enumerate(map(str, ds["run"].values)):
+        nc = _no_core(context, i)
+        if nc is None or not nc.applies:
+            continue
+        ran = f"{fmt.seconds(nc.on_cpu)} of {fmt.seconds(nc.region)} per rank ran on a CPU"
+        if nc.oversubscribed:
+            title = f"Oversubscription: {fmt.plural(nc.on_host, 'rank')} on a node with {_cores_text(nc.cores)}"
+            lead = f"{fmt.ranks(nc.shared).capitalize()} shared {_cores_text(nc.cores)}: {_no_core_cause(nc)}; {ran}."
+            advice = (f"Run at most {fmt.plural(nc.cores, 'rank')} per node (one per core), or spread the ranks over "
+                      "more nodes; the transfer and wait findings leave this time out.")
+        else:
+            title = "Interference: ranks without a core"
+            lead = (f"The ranks waited {fmt.seconds(nc.seconds)} per rank for a core with no more ranks than cores on "
+                    f"any node: other load took them; {ran}.")
+            advice = ("Another job, daemons or OS noise used the cores: check the nodes (top), bind the ranks to cores "
+                      "and keep those cores free of other work; the transfer and wait findings leave this time out.")
+        rows.append(_row(run, "cpu", title, lead, fmt.sentences(_no_core_split(nc), advice), nc.seconds, ("no_core",)))
+    return rows
+
+
+def _no_cpu(context: _Context, nc: _NoCore | None, i: int) -> str:
+    """`` CPU was not measured...`` where run ``i`` has no CPU measurement (``nc``) and its host names show a
+    node with several ranks, which might have shared its cores; else ""."""
+    if nc is not None or not 0 < context.hosts[i] < context.ranks.iloc[i]:
+        return ""
+    return (" CPU was not measured: whether ranks sharing a node's cores caused it is unknown; `perfkit collect` "
+            "measures each rank's time without a core.")
 
 
 def _share_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
@@ -658,7 +837,9 @@ def _trace_findings(ds: xr.Dataset, context: _Context, full: xr.Dataset) -> list
         return rows
     for i, run in enumerate(map(str, ds["run"].values)):
         floor = 0.01 * float(context.elapsed[run])
-        rows += _late_receiver_findings(ds, run, floor)
+        nc = _no_core(context, i)
+        off_mpi, off_compute = (nc.mpi, nc.compute) if nc is not None and nc.applies else (0.0, 0.0)
+        rows += _late_receiver_findings(ds, run, floor, off_mpi)
         if not has_phases(ds, run):
             continue
         compute = context.compute.isel(run=i).values
@@ -693,8 +874,12 @@ def _trace_findings(ds: xr.Dataset, context: _Context, full: xr.Dataset) -> list
                            "more than the mean on average (measured from the trace); the totals show max - mean "
                            "compute only, so balancing them would not help: balance each phase (e.g. dynamic load "
                            "balancing).")
+                if off_compute > 0:
+                    details += (f" The compute includes {fmt.seconds(off_compute)} per rank of waiting for a core (see "
+                                "the finding on time without a core), left out here: a rank the scheduler took off "
+                                "its core is late too.")
                 rows.append(_row(run, "dynamic_imbalance", f"Dynamic imbalance at {phases.call}", lead, details,
-                                 max(total - static, 0.0)))
+                                 max(total - static - off_compute, 0.0)))
         serial = _trace_causes(ds, context, i).get("serialisation", 0.0)
         late_sender = float(np.nanmean(ds["wait_states"].sel(run=run, state="late_sender").values))
         if serial > floor and late_sender > 0:
@@ -709,8 +894,9 @@ def _trace_findings(ds: xr.Dataset, context: _Context, full: xr.Dataset) -> list
     return rows
 
 
-def _late_receiver_findings(ds: xr.Dataset, run: str, floor: float) -> list[dict[str, Any]]:
-    """Blocking sends that waited for their receiver to post the receive (Scalasca's late receiver)."""
+def _late_receiver_findings(ds: xr.Dataset, run: str, floor: float, off_core: float) -> list[dict[str, Any]]:
+    """Blocking sends that waited for their receiver to post the receive (Scalasca's late receiver), less
+    ``off_core``, the time per rank without a core in MPI calls [s] (a receiver without a core posts late)."""
     waits = ds["wait_states"].sel(run=run, state="late_receiver").to_pandas().dropna()
     mean = float(waits.mean()) if len(waits) else 0.0
     if not mean > floor:
@@ -721,9 +907,13 @@ def _late_receiver_findings(ds: xr.Dataset, run: str, floor: float) -> list[dict
             f"{fmt.seconds(mean)} per rank (measured from the trace).")
     details = (f"At most {fmt.seconds(float(waits.max()))}, on rank {int(waits.idxmax())} (late receiver): the "
                "library did not buffer the message. Post the receives earlier or send with MPI_Isend.")
-    return [_row(run, "late_receiver", "Late receivers", lead, details, mean)]
+    left_out = min(off_core, mean)
+    if left_out > 0:
+        details += (f" Up to {fmt.seconds(left_out)} per rank of it is ranks waiting for a core in MPI calls (see the "
+                    "finding on time without a core), left out here: a receiver without a core posts late.")
+    return [_row(run, "late_receiver", "Late receivers", lead, details, mean - left_out)]
 
 
 #: The finders run on each chunk of runs, in the order their findings are listed before sorting.
-_FINDERS = (_hierarchy_findings, _unexplained_wait_findings, _wait_findings, _imbalance_findings, _node_findings,
-            _transfer_findings, _share_findings, _size_findings)
+_FINDERS = (_hierarchy_findings, _cpu_findings, _unexplained_wait_findings, _wait_findings, _imbalance_findings,
+            _node_findings, _transfer_findings, _share_findings, _size_findings)
