@@ -6,7 +6,10 @@ outside MPI; NaN on the wait entries ``w_MPI_*`` / ``b_MPI_*``, a call's CPU tim
 main entry), and per rank the variable ``rank_cpu`` (``run, rank, cpu_stat``): ``cores_allowed`` and
 ``cores_online`` [1], ``run_delay`` [s] (time the main thread was runnable but waiting for a core,
 the kernel's schedstat), ``voluntary_switches`` and ``involuntary_switches`` [1] and
-``process_cpu_time`` [s], over the parallel region (from MPI_Init's end to MPI_Finalize).
+``process_cpu_time`` [s], over the parallel region (from MPI_Init's end to MPI_Finalize), and
+``node_cores_allowed`` [1] (CPUs allowed to any rank of the node) and ``cpu_quota`` [cores] (the
+cgroup's quota, NaN when unlimited). A rank bound to one core has ``cores_allowed`` 1 whether or not
+its node's other ranks have cores of their own: only the node's union tells.
 
 Per (run, rank), ``cpu_usage`` gives
 
@@ -20,9 +23,10 @@ Per (run, rank), ``cpu_usage`` gives
   with sleeping MPI puts the delay in compute, sleeping compute (the lab) with busy-polling MPI in MPI;
 * ``voluntary_switches``, ``involuntary_switches`` [1];
 * ``ranks_on_host`` [1] (ranks sharing the rank's host name; the ``ppn`` run coordinate where host
-  names are unknown), ``cores`` [1] (cores the host's ranks could run on: ``cores_online``, or the
-  cores of their affinity masks when every rank of the host is restricted to fewer and together
-  they used no more CPU than that many cores), ``oversubscription`` [1] = ``ranks_on_host / cores``;
+  names are unknown), ``cores`` [1] (cores the host's ranks could run on: the least of the node's
+  online CPUs ``cores_online``, the CPUs of the union of its ranks' affinity masks
+  ``node_cores_allowed`` and their cgroup CPU quota ``cpu_quota`` [cores], those stated),
+  ``oversubscription`` [1] = ``ranks_on_host / cores``: above 1, ranks share cores;
 * ``cpu_availability`` [1] = ``compute_cpu / compute_wall``: the share of the useful compute's wall
   time spent on a core (1: never without one; a compute that sleeps or waits for I/O is below 1
   without any ``run_delay``, so only ``run_delay`` shows ranks without a core).
@@ -32,6 +36,8 @@ that does not exist).
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -44,9 +50,7 @@ from perfkit.analysis.pop import STARTUP
 CPU_METRIC = "cpu_time"
 #: The ``cpu_stat`` labels of ``rank_cpu``, with their units.
 CPU_STATS = {"cores_allowed": "1", "cores_online": "1", "run_delay": "s", "voluntary_switches": "1",
-             "involuntary_switches": "1", "process_cpu_time": "s"}
-#: Together, a host's ranks used at most this many times their masks' cores: they shared those cores.
-MASK_SLACK = 1.05
+             "involuntary_switches": "1", "process_cpu_time": "s", "node_cores_allowed": "1", "cpu_quota": "1"}
 _UNITS = {"compute_wall": "s", "compute_cpu": "s", "mpi_wall": "s", "mpi_cpu": "s", "region": "s", "run_delay": "s",
           "delay_compute": "s", "delay_mpi": "s", "voluntary_switches": "1", "involuntary_switches": "1",
           "ranks_on_host": "1", "cores": "1", "oversubscription": "1", "cpu_availability": "1"}
@@ -80,7 +84,7 @@ def cpu_usage(ds: xr.Dataset) -> xr.Dataset:
     exists = ~np.isnan(region)
     codes = _host_codes(ds, exists)
     on_host = _ranks_on_host(ds, codes, exists)
-    cores = _host_cores(codes, stat, region, nan)
+    cores = _host_cores(codes, stat, nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         values = {"compute_wall": np.where(measured, compute_wall, np.nan), "compute_cpu": compute_cpu,
                   "mpi_wall": np.where(measured, mpi_wall, np.nan), "mpi_cpu": mpi_cpu,
@@ -149,22 +153,18 @@ def _ranks_on_host(ds: xr.Dataset, codes: np.ndarray, exists: np.ndarray) -> np.
     return out
 
 
-def _host_cores(codes: np.ndarray, stat: dict[str, np.ndarray], region: np.ndarray, nan: np.ndarray) -> np.ndarray:
-    """Per (run, rank): the cores its host's ranks could run on (module docstring); ``cores_online`` where the host
-    is unknown, NaN where not measured."""
-    online, allowed = stat.get("cores_online", nan), stat.get("cores_allowed", nan)
+def _host_cores(codes: np.ndarray, stat: dict[str, np.ndarray], nan: np.ndarray) -> np.ndarray:
+    """Per (run, rank): the cores its host's ranks could run on, the least of ``cores_online``,
+    ``node_cores_allowed`` and ``cpu_quota`` stated (each the largest over the host's ranks; a rank's own for a
+    rank whose host is unknown), NaN where none is."""
+    limits = np.stack([stat.get(name, nan) for name in ("cores_online", "node_cores_allowed", "cpu_quota")])
     known = codes >= 0
-    table = pd.DataFrame({"host": codes[known], "online": online[known], "allowed": allowed[known],
-                          "restricted": (allowed < online)[known], "cpu": stat.get("process_cpu_time", nan)[known],
-                          "region": region[known]})
-    per = table.groupby("host").agg(online=("online", "max"), allowed=("allowed", "max"),
-                                    restricted=("restricted", "all"), cpu=("cpu", "sum"), region=("region", "max"),
-                                    ranks=("online", "size"))
-    shared = (per["restricted"] & (per["ranks"] > per["allowed"])
-              & (per["cpu"] <= MASK_SLACK * per["allowed"] * per["region"]))
-    out = online.copy()
-    out[known] = np.where(shared, per["allowed"], per["online"])[codes[known]]
-    return out
+    if known.any():
+        per_host = pd.DataFrame(limits[:, known].T).groupby(codes[known]).max().to_numpy()
+        limits[:, known] = per_host[codes[known]].T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a rank with none of them: NaN
+        return np.nanmin(limits, axis=0)
 
 
 def host_counts(ds: xr.Dataset, exists: np.ndarray) -> np.ndarray:

@@ -93,6 +93,9 @@ CAVEATS = {
 #: node's run delay (kernel threads, timer ticks, the MPI runtime's own threads) stays below 1 % of the time; 5 %
 #: leaves room for a shared login node's daemons and is above MEDIUM, so the finding is never low severity.
 NO_CORE = 0.05
+#: Ranks that waited for a core this many times longer than sharing the cores alone makes busy ranks wait (the
+#: region x (1 - cores / ranks)) also lost them to other load.
+OTHER_LOAD = 1.25
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class _NoCore:
     voluntary: float  #: voluntary context switches [1]
     shared: np.ndarray  #: the ranks on hosts with more ranks than cores
     on_host: int  #: ranks on the most oversubscribed host (0: none is)
-    cores: int  #: that host's cores
+    cores: float  #: that host's cores (a CPU quota may be a fraction)
     hosts: int  #: how many hosts are oversubscribed, of ``of_hosts``
     of_hosts: int
     applies: bool  #: the run delay is above the noise floor (``NO_CORE`` of elapsed)
@@ -169,12 +172,13 @@ def _no_core(context: _Context, i: int) -> _NoCore | None:
                    availability=mean["cpu_availability"], involuntary=mean["involuntary_switches"],
                    voluntary=mean["voluntary_switches"], shared=ranks[sharing],
                    on_host=int(hosts[worst]) if worst >= 0 else 0,
-                   cores=int(usage["cores"].values[worst]) if worst >= 0 else 0, hosts=round(on_hosts),
+                   cores=float(usage["cores"].values[worst]) if worst >= 0 else 0.0, hosts=round(on_hosts),
                    of_hosts=of_hosts, applies=mean["run_delay"] >= NO_CORE * float(context.pop["elapsed"][i]))
 
 
-def _cores_text(n: int) -> str:
-    return fmt.plural(n, "core")
+def _cores_text(cores: float) -> str:
+    """``1 core``, ``2 cores``, ``1.5 cores`` (a CPU quota)."""
+    return f"{cores:,.3g} core" + ("" if cores == 1 else "s")
 
 
 def _no_core_cause(nc: _NoCore) -> str:
@@ -481,6 +485,8 @@ def _transfer_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]
                                     "a core (see the finding on time without a core), left out here.")
             seconds -= off
             caveats = (*caveats, "no_core")
+            if seconds <= 0.01 * float(pop["elapsed"][i]):
+                continue
         if context.hosts[i] == 1:
             lead = (f"Transfer efficiency {efficiency:.2f} ({how}): the run would be about {fmt.seconds(seconds)} "
                     "shorter if moving data between its ranks cost nothing.")
@@ -698,6 +704,8 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
             details += (f" Of it, {fmt.seconds(off)} per rank is ranks waiting for a core in MPI calls (see the "
                         "finding on time without a core), left out here.")
             seconds -= off
+            if seconds <= 0.01 * elapsed:
+                continue
         elif nc is not None:
             details += (f" The ranks had their cores: they waited {fmt.seconds(nc.seconds)} per rank for one (run "
                         "delay, measured), so ranks sharing cores are not the cause.")
@@ -728,8 +736,12 @@ def _cpu_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
         if nc.oversubscribed:
             title = f"Oversubscription: {fmt.plural(nc.on_host, 'rank')} on a node with {_cores_text(nc.cores)}"
             lead = f"{fmt.ranks(nc.shared).capitalize()} shared {_cores_text(nc.cores)}: {_no_core_cause(nc)}; {ran}."
-            advice = (f"Run at most {fmt.plural(nc.cores, 'rank')} per node (one per core), or spread the ranks over "
-                      "more nodes; the transfer and wait findings leave this time out.")
+            advice = (f"Run at most {fmt.plural(max(int(nc.cores), 1), 'rank')} per node (one per core), or spread the "
+                      "ranks over more nodes; the transfer and wait findings leave this time out.")
+            sharing = nc.region * (1 - nc.cores / nc.on_host)
+            if nc.seconds > OTHER_LOAD * sharing:
+                advice = (f"Busy ranks sharing the cores so would wait at most {fmt.seconds(sharing)} per rank: "
+                          f"other load took the cores too. {advice}")
         else:
             title = "Interference: ranks without a core"
             lead = (f"The ranks waited {fmt.seconds(nc.seconds)} per rank for a core with no more ranks than cores on "

@@ -23,12 +23,14 @@ KINDS = ["compute", "other", "other", "transfer", "transfer", "wait_late_sender"
 
 def cpu_run(*, compute: float, compute_cpu: float, send: float, send_cpu: float, recv: float = 0.01,
             wait: float = 0.0, run_delay: float, hosts: Sequence[str], cores: int, allowed: int | None = None,
+            node_allowed: int | None = None,
             involuntary: float = 0.0, label: str = "run", nbytes: float = 1e8, cpu: bool = True,
             jitter: float = 0.0) -> xr.Dataset:
     """One run of ``len(hosts)`` ranks, per rank [s]: compute wall and CPU time, ``MPI_Send`` wall and CPU time,
-    the receive's transfer and wait, ``run_delay`` and involuntary switches; ``cores`` online per host and
-    ``allowed`` in each rank's mask (default all). ``jitter`` adds that share of spread over the ranks (so
-    that no finding rests on exact equality); ``cpu=False`` leaves the CPU measurements out (another profiler).
+    the receive's transfer and wait, ``run_delay`` and involuntary switches; ``cores`` online per host,
+    ``allowed`` in each rank's mask and ``node_allowed`` in the union of a node's masks (default all).
+    ``jitter`` adds that share of spread over the ranks (so that no finding rests on exact equality);
+    ``cpu=False`` leaves the CPU measurements out (another profiler).
     """
     n = len(hosts)
     spread = 1 + jitter * np.linspace(-1, 1, n)
@@ -54,11 +56,10 @@ def cpu_run(*, compute: float, compute_cpu: float, send: float, send_cpu: float,
                   extra_units={CPU_METRIC: "s"} if cpu else None, hosts=list(hosts),
                   run={"label": label, "nprocs": n, "elapsed": elapsed, "mode": "slt", "format": "mpinside"})
     if cpu:
-        region = time[:, [0, 3, 4, 5]].sum(axis=1)
         stats = {"cores_allowed": np.full(n, float(allowed or cores)), "cores_online": np.full(n, float(cores)),
+                 "node_cores_allowed": np.full(n, float(node_allowed or cores)), "cpu_quota": np.full(n, np.nan),
                  "run_delay": np.full(n, run_delay), "voluntary_switches": np.full(n, 200.0),
-                 "involuntary_switches": np.full(n, involuntary), "process_cpu_time": used[:, [0, 3, 4]].sum(axis=1)
-                 + 0.0 * region}
+                 "involuntary_switches": np.full(n, involuntary), "process_cpu_time": used[:, [0, 3, 4]].sum(axis=1)}
         ds["rank_cpu"] = (("run", "rank", "cpu_stat"), np.stack([stats[s] for s in CPU_STATS], axis=-1)[None])
         ds = ds.assign_coords(cpu_stat=list(CPU_STATS), cpu_stat_units=("cpu_stat", list(CPU_STATS.values())))
     return ds
