@@ -44,10 +44,9 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.analysis.cube import evaluate, nan_sum, per_rank, with_loaded_coords
-from perfkit.analysis.pop import STARTUP
+from perfkit.analysis.pop import CPU_METRIC, STARTUP
 
-#: The profile metric of a function's CPU time [s].
-CPU_METRIC = "cpu_time"
+__all__ = ["CPU_METRIC", "CPU_STATS", "cpu_summary", "cpu_usage", "has_cpu", "host_counts"]
 #: The ``cpu_stat`` labels of ``rank_cpu``, with their units.
 CPU_STATS = {"cores_allowed": "1", "cores_online": "1", "run_delay": "s", "voluntary_switches": "1",
              "involuntary_switches": "1", "process_cpu_time": "s", "node_cores_allowed": "1", "cpu_quota": "1"}

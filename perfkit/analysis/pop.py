@@ -41,6 +41,12 @@ Sources (variable ``evidence``, dims ``run x efficiency``, with ``note`` saying 
 
 ``LB``, ``CommE`` and ``PE`` need only compute and elapsed time and are measured whenever the
 profile has per-rank times.
+
+Where the profile has CPU time (metric ``cpu_time``, ``perfkit collect``), the useful compute is also
+stated as CPU time: ``useful_cpu_mean``, ``useful_cpu_max``, ``useful_cpu_total`` [s], and
+``cpu_availability = useful_cpu_total / useful_total`` [1] between the two (1: compute always on a
+core). The efficiencies stay on wall time; a rank waiting for a core inside its compute counts as
+computing there, which ``cpu_availability`` (and ``diagnose``'s ``cpu`` finding) show.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ import numpy as np
 import xarray as xr
 
 from perfkit import text as fmt
-from perfkit.analysis.cube import by_run_chunks, evaluate, over_ranks, per_rank, run_coords, with_loaded_coords
+from perfkit.analysis.cube import by_run_chunks, evaluate, nan_sum, over_ranks, per_rank, run_coords, with_loaded_coords
 from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, lazy_breakdown
 from perfkit.runs import select_one
 
@@ -70,6 +76,8 @@ LABELS = {
     "computation_scalability": "Computation scalability",
 }
 SOURCES = ("measured", "modelled", "unavailable")
+#: The profile metric of CPU time [s] (``perfkit collect``; ``perfkit.analysis.cpu``).
+CPU_METRIC = "cpu_time"
 #: Start-up and shut-down: not part of the parallel region the efficiencies describe.
 STARTUP = ("MPI_Init", "MPI_Init_thread", "MPI_Finalize")
 _NETWORK = ("serialisation_efficiency", "transfer_efficiency")
@@ -89,19 +97,21 @@ def pop_metrics(ds: xr.Dataset, *, reference: int | str | None = None, weak: boo
     """
     ds = with_loaded_coords(ds.drop_vars("traffic", errors="ignore"))
     over = by_run_chunks(ds, lambda sub: _over_ranks(sub, lazy_breakdown(sub)))
-    return _from_reductions(ds, over, reference=reference, weak=weak)
+    cpu = by_run_chunks(ds, _useful_cpu) if CPU_METRIC in ds.indexes["metric"] else None
+    return _from_reductions(ds, over, cpu, reference=reference, weak=weak)
 
 
 def pop_from_parts(ds: xr.Dataset, parts: xr.Dataset, *, reference: int | str | None = None,
                    weak: bool | None = None) -> xr.Dataset:
     """``pop_metrics`` from a ``breakdown`` of ``ds`` (in memory, or lazy: reduced over ranks block by block)."""
     ds = with_loaded_coords(ds)
-    return _from_reductions(ds, _over_ranks(ds, parts), reference=reference, weak=weak)
+    cpu = _useful_cpu(ds) if CPU_METRIC in ds.indexes["metric"] else None
+    return _from_reductions(ds, _over_ranks(ds, parts), cpu, reference=reference, weak=weak)
 
 
-def _from_reductions(ds: xr.Dataset, over: tuple[np.ndarray, ...], *, reference: int | str | None,
-                     weak: bool | None) -> xr.Dataset:
-    """``pop_metrics`` from the per-run reductions of ``_over_ranks``."""
+def _from_reductions(ds: xr.Dataset, over: tuple[np.ndarray, ...], cpu: tuple[np.ndarray, ...] | None, *,
+                     reference: int | str | None, weak: bool | None) -> xr.Dataset:
+    """``pop_metrics`` from the per-run reductions of ``_over_ranks`` and, where CPU was measured, ``_useful_cpu``."""
     present, busy, per_rank, useful_max, useful_mean, count, longest, longest_full, longest_busy = over
     with np.errstate(invalid="ignore", divide="ignore"):
         useful_max, useful_mean = np.where(per_rank, useful_max, np.nan), np.where(per_rank, useful_mean, np.nan)
@@ -160,8 +170,26 @@ def _from_reductions(ds: xr.Dataset, over: tuple[np.ndarray, ...], *, reference:
         "useful_max": ("run", useful_max, seconds), "useful_mean": ("run", useful_mean, seconds),
         "useful_total": ("run", useful_total, seconds),
     })
+    if cpu is not None:
+        cpu_mean, cpu_max, cpu_total = cpu
+        with np.errstate(invalid="ignore", divide="ignore"):
+            data.update({"useful_cpu_mean": ("run", cpu_mean, seconds), "useful_cpu_max": ("run", cpu_max, seconds),
+                         "useful_cpu_total": ("run", cpu_total, seconds),
+                         "cpu_availability": ("run", cpu_total / useful_total,
+                                              {"long_name": "CPU availability", "units": "1", "note": _AVAILABILITY})})
     coords = {name: var for name, var in run_coords(ds).items() if name != "elapsed"}
     return xr.Dataset(data, coords={**coords, "efficiency": list(EFFICIENCIES)})
+
+
+def _useful_cpu(ds: xr.Dataset) -> tuple[np.ndarray, ...]:
+    """Per run: the mean, largest and total over ranks of the CPU time of compute [s] (``cpu_time`` of the
+    ``compute`` functions), NaN where no rank has it."""
+    compute = ds["kind"].values == "compute"
+    per = per_rank(ds, lambda block: nan_sum(block[..., compute, 0], axis=2), [CPU_METRIC])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # runs without CPU: NaN
+        return evaluate(np.nanmean(per, axis=1), np.nanmax(per, axis=1),
+                        np.where(np.isnan(per).all(axis=1), np.nan, np.nansum(per, axis=1)))
 
 
 def _over_ranks(ds: xr.Dataset, parts: xr.Dataset) -> tuple[np.ndarray, ...]:
@@ -184,6 +212,8 @@ def _over_ranks(ds: xr.Dataset, parts: xr.Dataset) -> tuple[np.ndarray, ...]:
             exists.sum(axis=1), np.nanmax(total, axis=1), np.nanmax(full, axis=1), np.nanmax(total - transfer, axis=1))
 
 
+_AVAILABILITY = ("useful compute's CPU time / its wall time over all ranks (useful_cpu_total / useful_total): "
+                 "below 1, compute waited for a core, slept or waited for I/O; the efficiencies use wall time")
 _REPLAYED = "ideal-network elapsed from replaying the trace's events (perfkit.io.otf2.replay)"
 _NO_RANKS = "no per-rank times in the profile (e.g. a concise mpiP report states only means and maxima)"
 _STATED = "from the report's stated means: (mean AppTime - mean MPI time) / max AppTime"

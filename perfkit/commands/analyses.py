@@ -268,6 +268,11 @@ def run_pop(args: argparse.Namespace) -> int:
     return _emit([pop_table(pop)], args.format)
 
 
+#: Columns of the POP table where CPU was measured: useful compute in wall and CPU time, CPU availability.
+_CPU_COLUMNS = {"useful_mean": ("compute wall", "s"), "useful_cpu_mean": ("compute CPU", "s"),
+                "cpu_availability": ("CPU avail.", "ratio")}
+
+
 def pop_table(pop: xr.Dataset) -> Table:
     """One row per run: ranks, elapsed [s] and the POP efficiencies, with where each comes from."""
     from perfkit.analysis.pop import EFFICIENCIES, LABELS
@@ -282,6 +287,7 @@ def pop_table(pop: xr.Dataset) -> Table:
             row[name] = float(pop[name].values[i])
             row[f"{name}_evidence"] = str(pop["evidence"].values[i, j])
             row[f"{name}_note"] = str(pop["note"].values[i, j])
+        row.update({name: float(pop[name].values[i]) for name in _CPU_COLUMNS if name in pop.data_vars})
         rows.append(row)
 
     def modelled(name: str) -> Callable[[dict[str, Any]], str]:
@@ -296,6 +302,10 @@ def pop_table(pop: xr.Dataset) -> Table:
     notes = ["GE global efficiency = PE parallel efficiency x CS computation scalability; PE = LB load balance x "
              "CommE communication efficiency; CommE = SerE serialisation x TrE transfer efficiency",
              "elapsed: the parallel region (start-up and shut-down left out)"]
+    if "cpu_availability" in pop.data_vars:
+        columns += [Column(name, header, kind, missing="not measured") for name, (header, kind) in _CPU_COLUMNS.items()]
+        notes.append("compute wall / CPU: mean useful compute per rank in wall time and on a CPU; CPU avail. = CPU / "
+                     "wall time of all ranks' compute (below 1: compute waited for a core, slept or waited for I/O)")
     evidence = {row[f"{name}_evidence"] for row in rows for name in EFFICIENCIES}
     if "modelled" in evidence:
         notes.append("* modelled: some waits estimated from per-call times (the fastest rank's time is transfer, "
