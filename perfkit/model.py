@@ -51,8 +51,11 @@ OPTIONAL_METRIC_UNITS: dict[str, str] = {CPU_TIME: "s"}
 #: of MPI_Init to MPI_Finalize), dims ``(run, rank, cpu_stat)``, with units: cores in the rank's affinity mask,
 #: the node's online cores, the main thread's time runnable but waiting for a core (schedstat run delay), its
 #: voluntary and involuntary context switches, the CPU time of all the process's threads.
+#: Then the distinct cores allowed to any rank of the rank's node (the union of their affinity masks) and the
+#: rank's cgroup CPU quota [cores] (NaN: none).
 CPU_STAT_UNITS: dict[str, str] = {"cores_allowed": "1", "cores_online": "1", "run_delay": "s",
-                                  "voluntary_switches": "1", "involuntary_switches": "1", "process_cpu_time": "s"}
+                                  "voluntary_switches": "1", "involuntary_switches": "1", "process_cpu_time": "s",
+                                  "node_cores_allowed": "1", "cpu_quota": "1"}
 CPU_STATS = tuple(CPU_STAT_UNITS)
 RANK_CPU_DIMS = ("run", "rank", "cpu_stat")
 TRAFFIC_QUANTITIES = ("bytes", "count", "time")

@@ -24,7 +24,7 @@ from tests.collect.test_collector import PROGRAMS, _raw_file, needs_mpi
 def test_cpu_records_become_the_cpu_time_metric_and_rank_cpu_and_survive_the_mpinside_file(tmp_path):
     rows = [[0, r, -1, 0, 2.0, 1, 0, 0, 0, 0, 1.0 + r] for r in range(2)]  # Compute: 2 s wall, 1 s / 2 s CPU
     rows += [[0, r, 0, 0, 0.5, 10, 80, 10, 0, 0, 0.25] for r in range(2)]  # MPI_Send: 0.5 s wall, 0.25 s CPU
-    rows += [[3, r, 1, 2, 0.75 * r, 5, 100 + r, 1.5] for r in range(2)]
+    rows += [[3, r, 1, 2, 0.75 * r, 5, 100 + r, 1.5, 2, np.nan if r else 0.5] for r in range(2)]
     ds = read_raw(_raw_file(tmp_path / "raw", rows, ["h", "h"], cpu=1), label="run")
     cpu = ds["profile"].sel(metric=CPU_TIME).isel(run=0)
     assert ds["units"].sel(metric=CPU_TIME).item() == "s"
@@ -34,6 +34,7 @@ def test_cpu_records_become_the_cpu_time_metric_and_rank_cpu_and_survive_the_mpi
     assert list(ds["cpu_stat"].values) == list(CPU_STATS)
     np.testing.assert_array_equal(counters.sel(cpu_stat="run_delay"), [0.0, 0.75])
     np.testing.assert_array_equal(counters.sel(cpu_stat="involuntary_switches"), [100, 101])
+    np.testing.assert_array_equal(counters.sel(cpu_stat="cpu_quota"), [0.5, np.nan])
     _write_atomically(ds, tmp_path / "run.mpinside")
     written = (tmp_path / "run.mpinside").read_text()
     assert ">>>> CPU time totals (s) <<<<" in written and ">>>> CPU per rank <<<<" in written
@@ -77,6 +78,8 @@ def test_compute_cpu_time_matches_the_programs_own_and_time_off_core_is_the_kern
     assert np.all(compute_cpu >= own_cpu * 0.999) and np.all(compute_cpu <= own_cpu + 0.05 + 0.05 * own_cpu)
     counters = one["rank_cpu"]
     assert np.all(counters.sel(cpu_stat="cores_online").values == float(len(os.sched_getaffinity(0))))
+    # Open MPI binds 2 ranks to a core each, 4 to none: either way the node's ranks may use every core
+    assert np.all(counters.sel(cpu_stat="node_cores_allowed").values == float(len(os.sched_getaffinity(0))))
     profiled = wall.drop_sel(function="MPI_Init").sum("function").values  # MPI_Init's end to MPI_Finalize
     on_cpu = cpu.drop_sel(function="MPI_Init").sum("function").values
     delay = counters.sel(cpu_stat="run_delay").values

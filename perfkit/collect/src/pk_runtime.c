@@ -94,6 +94,81 @@ static void cpu_counters(double out[PK_NCPU]) {
                   1e-6 * (double)self.ru_stime.tv_usec;
 }
 
+/* the CPU quota [cores] of the cgroup at `dir` under `root` and of its ancestors (the least), INFINITY when none:
+ * cgroup v2 cpu.max "QUOTA PERIOD" or v1 cpu.cfs_quota_us / cpu.cfs_period_us (-1: none) */
+static double cgroup_quota(const char *root, char *dir, int v2) {
+    double least = INFINITY;
+    for (;;) {
+        char path[4096];
+        long long quota = -1, period = 0;
+        FILE *fh;
+        if (v2) {
+            snprintf(path, sizeof path, "%s%s/cpu.max", root, dir);
+            if ((fh = fopen(path, "r"))) {
+                if (fscanf(fh, "%lld %lld", &quota, &period) != 2) quota = -1; /* "max PERIOD" */
+                fclose(fh);
+            }
+        } else {
+            snprintf(path, sizeof path, "%s%s/cpu.cfs_quota_us", root, dir);
+            if ((fh = fopen(path, "r"))) {
+                if (fscanf(fh, "%lld", &quota) != 1) quota = -1;
+                fclose(fh);
+            }
+            snprintf(path, sizeof path, "%s%s/cpu.cfs_period_us", root, dir);
+            if ((fh = fopen(path, "r"))) {
+                if (fscanf(fh, "%lld", &period) != 1) period = 0;
+                fclose(fh);
+            }
+        }
+        if (quota > 0 && period > 0 && (double)quota / (double)period < least) least = (double)quota / (double)period;
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir) break;
+        *slash = '\0';
+    }
+    return least;
+}
+
+/* this process's CPU quota [cores] from its cgroup (v1 cpu controller or v2), NaN when unlimited or unknown */
+static double cpu_quota(void) {
+    FILE *fh = fopen("/proc/self/cgroup", "r");
+    char line[4096];
+    double least = INFINITY;
+    if (!fh) return NAN;
+    while (fgets(line, sizeof line, fh)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *controllers = strchr(line, ':'), *dir = controllers ? strchr(controllers + 1, ':') : NULL;
+        if (!dir) continue;
+        *dir++ = '\0';
+        controllers++;
+        if (!*controllers) { /* v2 */
+            double q = cgroup_quota("/sys/fs/cgroup", dir, 1);
+            least = q < least ? q : least;
+            continue;
+        }
+        for (char *c = strtok(controllers, ","); c; c = strtok(NULL, ","))
+            if (strcmp(c, "cpu") == 0) {
+                char copy[4096];
+                snprintf(copy, sizeof copy, "%s", dir);
+                double q = cgroup_quota("/sys/fs/cgroup/cpu", dir, 0);
+                if (isinf(q)) q = cgroup_quota("/sys/fs/cgroup/cpu,cpuacct", copy, 0);
+                least = q < least ? q : least;
+            }
+    }
+    fclose(fh);
+    return isinf(least) ? NAN : least;
+}
+
+/* CPUs allowed to any rank of this rank's node (the union of the affinity masks over MPI_COMM_TYPE_SHARED);
+ * collective over MPI_COMM_WORLD */
+static double node_cores_allowed(const cpu_set_t *mine) {
+    MPI_Comm node;
+    cpu_set_t all;
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Allreduce(mine, &all, (int)sizeof all, MPI_BYTE, MPI_BOR, node);
+    PMPI_Comm_free(&node);
+    return CPU_COUNT(&all);
+}
+
 static void *pk_calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
     if (!p) {
@@ -516,7 +591,7 @@ int pk_enter(pk_call *c, int fid) {
         c->coll_comm = c->coll_root = -1;
         c->coll_sent = c->coll_recv = 0;
         c->rid = 0;
-        pkt_enter(fid, c->t0);
+        pkt_enter(fid, c->t0, opt_cpu ? c->c0 : NAN);
     });
     return 1;
 }
@@ -533,7 +608,7 @@ void pk_leave(pk_call *c) {
     double cpu = opt_cpu ? pk_cpu_now() - c->c0 : 0; /* the whole call's, its waits included */
     TRACE({
         if (c->coll_comm >= 0) pkt_coll_end(t_end, c->fid, c->coll_comm, c->coll_root, c->coll_sent, c->coll_recv);
-        pkt_leave(c->fid, t_end);
+        pkt_leave(c->fid, t_end, opt_cpu ? c->c0 + cpu : NAN);
     });
     double w = c->slt < dur ? c->slt : dur;
     double *s = stat_of(c->fid, PART_MAIN);
@@ -1063,7 +1138,8 @@ void pk_init_end(double t_start, int fid) {
     pk_call c = {.fid = 0};
     TRACE({
         const char *mb = getenv("PERFKIT_COLLECT_TRACE_BUFFER_MB");
-        if (pkt_open(trace_dir, mb && *mb ? atof(mb) : 64, world_rank, world_size, clock_offset) != 0)
+        if (pkt_open(trace_dir, mb && *mb ? atof(mb) : 64, world_rank, world_size, clock_offset,
+                     opt_cpu ? cpu_init_start : NAN) != 0)
             PMPI_Abort(MPI_COMM_WORLD, 74);
     });
     if (opt_slt) { /* the world's shadow, made asleep while the ranks arrive */
@@ -1076,9 +1152,9 @@ void pk_init_end(double t_start, int fid) {
     if (opt_cpu) cpu_counters(cpu_at_init);
     t_init_end = pk_now();
     TRACE({
-        pkt_enter(pkt_region_program(), t_start);
-        pkt_enter(fid, t_start);
-        pkt_leave(fid, t_init_end);
+        pkt_enter(pkt_region_program(), t_start, cpu_init_start);
+        pkt_enter(fid, t_start, cpu_init_start);
+        pkt_leave(fid, t_init_end, opt_cpu ? cpu_at_init[C_THREAD] : NAN);
     });
     double *s = stat_of(fid, PART_MAIN);
     s[M_TIME] += t_init_end - t_start;
@@ -1091,7 +1167,7 @@ void pk_init_end(double t_start, int fid) {
  * calls_recv, cpu_time) with fid -1 for Compute (cpu_time NaN without CPU measurement); (1, rank, fid, bin,
  * messages); (2, rank, source, 0, bytes, count, time, collective bytes) per partner, in the partner table's order;
  * with CPU measurement, (3, rank, cores allowed, cores online, run-queue wait, voluntary switches, involuntary
- * switches, process CPU time) over the profiled interval. cpu[] is the change of the C_* counters over it. */
+ * switches, process CPU time, cores allowed to the node's ranks, CPU quota) over the profiled interval. cpu[] is the change of the C_* counters over it. */
 static double *pack(size_t *nrows, double compute, const double cpu[PK_NCPU]) {
     size_t n = 1, cap = 64;
     double *rows = pk_calloc(cap * ROW, sizeof(double));
@@ -1133,11 +1209,15 @@ static double *pack(size_t *nrows, double compute, const double cpu[PK_NCPU]) {
     }
     if (opt_cpu) {
         cpu_set_t mask;
+        CPU_ZERO(&mask);
+        int known = sched_getaffinity(0, sizeof mask, &mask) == 0;
+        double node_cores = node_cores_allowed(&mask); /* collective: every rank measures CPU or none */
         NEW_ROW();
         row[0] = 3, row[1] = world_rank;
-        row[2] = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : NAN;
+        row[2] = known ? CPU_COUNT(&mask) : NAN;
         row[3] = (double)sysconf(_SC_NPROCESSORS_ONLN);
         row[4] = cpu[C_DELAY], row[5] = cpu[C_VOL], row[6] = cpu[C_INVOL], row[7] = cpu[C_PROC];
+        row[8] = known ? node_cores : NAN, row[9] = cpu_quota();
     }
 #undef NEW_ROW
     *nrows = n;
@@ -1248,12 +1328,12 @@ void pk_finalize(void) {
     double t_fin = pk_now();
     long peak_before = world_rank == 0 ? peak_kib() : -1;
     pk_on = 0;
-    TRACE(pkt_enter(pkt_region_finalize(), t_fin));
     double compute = (t_fin - t_init_end) - mpi_time, cpu[PK_NCPU] = {0};
     if (opt_cpu) {
         cpu_counters(cpu);
         for (int k = 0; k < PK_NCPU; k++) cpu[k] -= cpu_at_init[k];
     }
+    TRACE(pkt_enter(pkt_region_finalize(), t_fin, opt_cpu ? cpu[C_THREAD] + cpu_at_init[C_THREAD] : NAN));
     piggyback_drain();
     if (opt_cw) cw_settle_all();
     for (size_t i = 0; opt_mat && i < comms.cap; i++)
@@ -1282,7 +1362,7 @@ void pk_finalize(void) {
         if (world_rank == 0) hosts = pk_calloc((size_t)world_size, MPI_MAX_PROCESSOR_NAME);
         PMPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
                     MPI_COMM_WORLD);
-        pkt_close(pk_now(), hosts, bound_init);
+        pkt_close(pk_now(), opt_cpu ? pk_cpu_now() : NAN, hosts, bound_init);
         free(hosts);
     }
 #endif
