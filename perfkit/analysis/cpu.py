@@ -46,10 +46,8 @@ import xarray as xr
 from perfkit.analysis.cube import evaluate, nan_sum, per_rank, with_loaded_coords
 from perfkit.analysis.pop import CPU_METRIC, STARTUP
 
-__all__ = ["CPU_METRIC", "CPU_STATS", "cpu_summary", "cpu_usage", "has_cpu", "host_counts"]
-#: The ``cpu_stat`` labels of ``rank_cpu``, with their units.
-CPU_STATS = {"cores_allowed": "1", "cores_online": "1", "run_delay": "s", "voluntary_switches": "1",
-             "involuntary_switches": "1", "process_cpu_time": "s", "node_cores_allowed": "1", "cpu_quota": "1"}
+__all__ = ["CPU_METRIC", "cpu_summary", "cpu_usage", "has_cpu", "host_counts"]
+
 _UNITS = {"compute_wall": "s", "compute_cpu": "s", "mpi_wall": "s", "mpi_cpu": "s", "region": "s", "run_delay": "s",
           "delay_compute": "s", "delay_mpi": "s", "voluntary_switches": "1", "involuntary_switches": "1",
           "ranks_on_host": "1", "cores": "1", "oversubscription": "1", "cpu_availability": "1"}

@@ -60,6 +60,7 @@ import xarray as xr
 from perfkit import text as fmt
 from perfkit.analysis.cube import by_run_chunks, evaluate, nan_sum, over_ranks, per_rank, run_coords, with_loaded_coords
 from perfkit.analysis.waits import COLLECTIVES, RECEIVES, WAIT_KINDS, lazy_breakdown
+from perfkit.model import CPU_TIME
 from perfkit.runs import select_one
 
 #: The hierarchy, top down, with each metric's depth (for the indented POP table).
@@ -77,7 +78,7 @@ LABELS = {
 }
 SOURCES = ("measured", "modelled", "unavailable")
 #: The profile metric of CPU time [s] (``perfkit collect``; ``perfkit.analysis.cpu``).
-CPU_METRIC = "cpu_time"
+CPU_METRIC = CPU_TIME
 #: Start-up and shut-down: not part of the parallel region the efficiencies describe.
 STARTUP = ("MPI_Init", "MPI_Init_thread", "MPI_Finalize")
 _NETWORK = ("serialisation_efficiency", "transfer_efficiency")

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from perfkit.analysis.cpu import CPU_METRIC, CPU_STATS
-from perfkit.model import METRICS, make_run
+from perfkit.analysis.cpu import CPU_METRIC
+from perfkit.model import CPU_STATS, METRICS, make_run
 
 FUNCTIONS = ["Compute", "MPI_Init", "MPI_Finalize", "MPI_Send", "MPI_Recv", "w_MPI_Recv"]
 CALLS = ["Compute", "MPI_Init", "MPI_Finalize", "MPI_Send", "MPI_Recv", "MPI_Recv"]
@@ -52,17 +52,16 @@ def cpu_run(*, compute: float, compute_cpu: float, send: float, send_cpu: float,
         values[CPU_METRIC] = used
     profile = np.stack([values[m] for m in metrics], axis=-1)
     elapsed = float(time.sum(axis=1).max())
-    ds = make_run(profile, ranks=range(n), functions=FUNCTIONS, calls=CALLS, kinds=KINDS, metrics=metrics,
-                  extra_units={CPU_METRIC: "s"} if cpu else None, hosts=list(hosts),
-                  run={"label": label, "nprocs": n, "elapsed": elapsed, "mode": "slt", "format": "mpinside"})
+    rank_cpu = None
     if cpu:
         stats = {"cores_allowed": np.full(n, float(allowed or cores)), "cores_online": np.full(n, float(cores)),
                  "node_cores_allowed": np.full(n, float(node_allowed or cores)), "cpu_quota": np.full(n, np.nan),
                  "run_delay": np.full(n, run_delay), "voluntary_switches": np.full(n, 200.0),
                  "involuntary_switches": np.full(n, involuntary), "process_cpu_time": used[:, [0, 3, 4]].sum(axis=1)}
-        ds["rank_cpu"] = (("run", "rank", "cpu_stat"), np.stack([stats[s] for s in CPU_STATS], axis=-1)[None])
-        ds = ds.assign_coords(cpu_stat=list(CPU_STATS), cpu_stat_units=("cpu_stat", list(CPU_STATS.values())))
-    return ds
+        rank_cpu = np.stack([stats.get(name, np.full(n, np.nan)) for name in CPU_STATS], axis=-1)
+    return make_run(profile, ranks=range(n), functions=FUNCTIONS, calls=CALLS, kinds=KINDS, metrics=metrics,
+                    hosts=list(hosts), rank_cpu=rank_cpu,
+                    run={"label": label, "nprocs": n, "elapsed": elapsed, "mode": "slt", "format": "mpinside"})
 
 
 def oversubscribed(**kw: object) -> xr.Dataset:
