@@ -6,7 +6,8 @@
  * in the trace (location property perfkit::events_dropped), never lost silently. At MPI_Finalize each
  * communicator's leader gives it a global id (a prefix sum over ranks) and sends the id to its members and its
  * members to rank 0, which writes the global definitions: regions, ranks with their hosts, communicators, the
- * clock.
+ * clock. With CPU measurement, a Metric event (cpu_time, the thread's CPU clock in ns since MPI_Init's start) just
+ * before every Enter and Leave, at its timestamp, as Score-P records its strictly synchronous metrics.
  */
 #define _GNU_SOURCE
 #define OTF2_MPI_USE_PMPI
@@ -34,6 +35,8 @@ static double t_offset;               /* add to the local clock to get rank 0's 
 static uint64_t t_first = UINT64_MAX, t_last;
 static uint64_t next_request = 1;
 static uint64_t dropped, flushes;
+static double cpu_origin = NAN;       /* the CPU reading at MPI_Init's start [s]; NaN: no CPU metric */
+enum { CPU_METRIC = 0 };              /* the metric class (and its one member) cpu_time */
 static size_t budget, in_use;         /* chunk memory per rank [B] */
 
 /* communicators: local id -> (seq, leader) name and world ranks of the members */
@@ -119,10 +122,11 @@ static OTF2_MemoryCallbacks memory_callbacks = {chunk_alloc, chunk_free_all};
 
 /* ---------- opening ---------- */
 
-int pkt_open(const char *dir, double buffer_mb, int rank, int size, double clock_offset) {
+int pkt_open(const char *dir, double buffer_mb, int rank, int size, double clock_offset, double cpu_at_start) {
     t_rank = rank;
     t_size = size;
     t_offset = clock_offset;
+    cpu_origin = cpu_at_start;
     budget = (size_t)(buffer_mb * 1024 * 1024);
     /* chunks of 1 MiB, smaller for a small budget (at least two chunks, at least OTF2's minimum) */
     uint64_t chunk = OTF2_CHUNK_SIZE_EVENTS_DEFAULT;
@@ -166,12 +170,27 @@ int pkt_region_program(void) { return pk_nfunc + 1; }
 
 /* ---------- events ---------- */
 
-void pkt_enter(int region, double t) {
-    if (writer) check(OTF2_EvtWriter_Enter(writer, NULL, ticks(t), (OTF2_RegionRef)region));
+/* the metric cpu_time at `time` (ticks): CPU reading `cpu` [s] as ns since MPI_Init's start */
+static void cpu_metric(uint64_t time, double cpu) {
+    if (isnan(cpu_origin)) return;
+    double ns = (cpu - cpu_origin) * 1e9;
+    OTF2_Type type = OTF2_TYPE_UINT64;
+    OTF2_MetricValue value = {.unsigned_int = ns > 0 ? (uint64_t)llround(ns) : 0};
+    check(OTF2_EvtWriter_Metric(writer, NULL, time, CPU_METRIC, 1, &type, &value));
 }
 
-void pkt_leave(int region, double t) {
-    if (writer) check(OTF2_EvtWriter_Leave(writer, NULL, ticks(t), (OTF2_RegionRef)region));
+void pkt_enter(int region, double t, double cpu) {
+    if (!writer) return;
+    uint64_t time = ticks(t);
+    cpu_metric(time, cpu);
+    check(OTF2_EvtWriter_Enter(writer, NULL, time, (OTF2_RegionRef)region));
+}
+
+void pkt_leave(int region, double t, double cpu) {
+    if (!writer) return;
+    uint64_t time = ticks(t);
+    cpu_metric(time, cpu);
+    check(OTF2_EvtWriter_Leave(writer, NULL, time, (OTF2_RegionRef)region));
 }
 
 void pkt_send(double t, int peer, int comm, int tag, double bytes, uint64_t request) {
@@ -402,6 +421,16 @@ static void write_global(const double *info, const char *hosts, MPI_Comm comm) {
                                          mpi ? OTF2_PARADIGM_MPI : OTF2_PARADIGM_USER, OTF2_REGION_FLAG_NONE, empty,
                                          0, 0);
     }
+    if (!isnan(cpu_origin)) { /* cpu_time: accumulated since the start (MPI_Init's), at every Enter and Leave */
+        OTF2_MetricMemberRef member = CPU_METRIC;
+        OTF2_GlobalDefWriter_WriteMetricMember(w, member, string_ref(w, "cpu_time"),
+                                               string_ref(w, "CPU time of the rank's thread since MPI_Init's start "
+                                                             "(CLOCK_THREAD_CPUTIME_ID)"),
+                                               OTF2_METRIC_TYPE_OTHER, OTF2_METRIC_ACCUMULATED_START, OTF2_TYPE_UINT64,
+                                               OTF2_BASE_DECIMAL, -9, string_ref(w, "s"));
+        OTF2_GlobalDefWriter_WriteMetricClass(w, CPU_METRIC, 1, &member, OTF2_METRIC_SYNCHRONOUS_STRICT,
+                                              OTF2_RECORDER_KIND_CPU);
+    }
     /* the machine, one node per host name, one process per rank on its node */
     OTF2_GlobalDefWriter_WriteSystemTreeNode(w, 0, string_ref(w, "machine"), string_ref(w, "machine"),
                                              OTF2_UNDEFINED_SYSTEM_TREE_NODE);
@@ -479,12 +508,12 @@ static void write_global(const double *info, const char *hosts, MPI_Comm comm) {
     free(node_of);
 }
 
-void pkt_close(double t, const char *hosts, double clock_bound) {
+void pkt_close(double t, double cpu, const char *hosts, double clock_bound) {
     if (!archive) return;
     uint64_t nevents = 0;
     if (writer) {
-        pkt_leave(pkt_region_finalize(), t);
-        pkt_leave(pkt_region_program(), t);
+        pkt_leave(pkt_region_finalize(), t, cpu);
+        pkt_leave(pkt_region_program(), t, cpu);
         OTF2_EvtWriter_GetNumberOfEvents(writer, &nevents);
         OTF2_Archive_CloseEvtWriter(archive, writer);
         writer = NULL;
