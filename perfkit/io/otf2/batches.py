@@ -26,6 +26,7 @@ from perfkit.io.otf2.layout import (
     IRECV_REQUEST,
     ISEND,
     LEAVE,
+    METRIC,
     NCOLS,
     RECV,
     SEND,
@@ -57,13 +58,13 @@ def _event(user: Any, kind: int, time: int, a: int, b: int, c: int, d: int, e: i
 
 @cfunc(_code(*_HEAD, _u32), cache=True)
 def _enter(location, time, position, user, attributes, region):
-    _event(user, ENTER, time, region, 0, 0, 0, 0)
+    _event(user, ENTER, time, region, 0, 0, 0, position)
     return 0
 
 
 @cfunc(_code(*_HEAD, _u32), cache=True)
 def _leave(location, time, position, user, attributes, region):
-    _event(user, LEAVE, time, region, 0, 0, 0, 0)
+    _event(user, LEAVE, time, region, 0, 0, 0, position)
     return 0
 
 
@@ -112,25 +113,37 @@ def _collective_end(location, time, position, user, attributes, op, comm, root,
     return 0
 
 
+@cfunc(_code(*_HEAD, _u32, _u8, _ptr, _ptr), cache=True)
+def _metric(location, time, position, user, attributes, metric, members, types, values):
+    if members:
+        _event(user, METRIC, time, metric, members, carray(types, (1,), np.uint8)[0],
+               carray(values, (1,), np.int64)[0], position)
+    else:
+        _event(user, METRIC, time, metric, 0, 0, 0, position)
+    return 0
+
+
 #: The callbacks, by OTF2 event name.
 CALLBACKS = {"Enter": _enter, "Leave": _leave, "MpiSend": _send, "MpiIsend": _isend,
              "MpiIrecvRequest": _irecv_request, "MpiRecv": _recv, "MpiIrecv": _irecv,
-             "MpiRequestCancelled": _cancelled, "MpiCollectiveEnd": _collective_end}
+             "MpiRequestCancelled": _cancelled, "MpiCollectiveEnd": _collective_end, "Metric": _metric}
 
 
 class EventsError(Exception):
     """The library could not deliver a location's events."""
 
 
-def new_callbacks() -> Any:
-    """A new ``OTF2_EvtReaderCallbacks`` with every callback above set (free it with
-    ``_otf2.EvtReaderCallbacks_Delete``)."""
+def new_callbacks(metrics: bool = True) -> Any:
+    """A new ``OTF2_EvtReaderCallbacks`` with every callback above set, ``Metric`` only with ``metrics`` (free it
+    with ``_otf2.EvtReaderCallbacks_Delete``)."""
     import _otf2
     from _otf2.Config import conf
 
     module = importlib.import_module("_otf2.EvtReaderCallbacks")
     callbacks = _otf2.EvtReaderCallbacks_New()
     for name, function in CALLBACKS.items():
+        if name == "Metric" and not metrics:
+            continue
         setter = getattr(conf.lib, f"OTF2_EvtReaderCallbacks_Set{name}Callback")
         setter.argtypes = [ctypes.POINTER(module.EvtReaderCallbacks), ctypes.c_void_p]
         setter.restype = ctypes.c_int

@@ -13,7 +13,22 @@ from perfkit.model import COMPUTE, KINDS, default_kind
 
 #: The location property in which ``perfkit collect --trace`` states the events a full buffer lost.
 DROPPED = "perfkit::events_dropped"
+#: The metric member ``perfkit collect --trace`` records with every Enter and Leave: the thread's CPU time.
+CPU_MEMBER = "cpu_time"
+#: A metric mode's value property (its lower half-byte), and the property of accumulated metrics (OTF2_MetricMode).
+VALUE_PROPERTY, ACCUMULATED = 0x0F, 0
 EXPECTED = "an OTF2 trace (the anchor file traces.otf2 with traces.def and a traces/ folder beside it)"
+
+
+@dataclass(frozen=True)
+class CpuMetric:
+    """The CPU time metric of a trace: the metric class ``ref`` whose one member is ``cpu_time``, an accumulated
+    count of seconds recorded at every Enter and Leave; ``value_type`` its OTF2 type (``_otf2.Type``), ``scale``
+    seconds per unit of its values."""
+
+    ref: int
+    value_type: int
+    scale: float
 
 
 @dataclass
@@ -26,7 +41,7 @@ class Definitions:
     reference to its name. Timestamps are integer ticks, ``resolution`` per second; the trace
     starts at tick ``start`` and lasts ``length`` ticks (its clock properties). ``dropped``: per
     rank, the events its writer stated it dropped (``perfkit collect --trace``'s location property
-    ``perfkit::events_dropped``; 0 when not stated).
+    ``perfkit::events_dropped``; 0 when not stated). ``cpu``: the CPU time metric, if the trace has one.
     """
 
     path: Path
@@ -39,6 +54,7 @@ class Definitions:
     hosts: dict[int, str] = field(default_factory=dict)
     dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     warnings: list[str] = field(default_factory=list)
+    cpu: CpuMetric | None = None
 
     @property
     def nranks(self) -> int:
@@ -92,7 +108,35 @@ def read_definitions(path: Path, trace: Any) -> Definitions:
         hosts[world[loc._ref]] = node.name if node is not None else ""
     return Definitions(path=path, resolution=int(clock.timer_resolution), world=world, comm_ranks=comm_ranks,
                        regions={r._ref: str(r.name) for r in defs.regions}, start=int(clock.global_offset),
-                       length=int(clock.trace_length), hosts=hosts, dropped=dropped, warnings=warnings)
+                       length=int(clock.trace_length), hosts=hosts, dropped=dropped, warnings=warnings,
+                       cpu=_cpu_metric(defs, warnings))
+
+
+def _cpu_metric(defs: Any, warnings: list[str]) -> CpuMetric | None:
+    """The metric class of one member ``cpu_time`` in seconds, accumulated and recorded at every Enter and Leave
+    (a warning names a ``cpu_time`` defined otherwise, which is not read)."""
+    import otf2
+
+    for metric in defs.metric_classes:
+        if len(metric.members) != 1 or str(metric.members[0].name) != CPU_MEMBER:
+            continue
+        member = metric.members[0]
+        value_types = (otf2.Type.UINT64, otf2.Type.INT64, otf2.Type.DOUBLE)
+        problems = [text for wrong, text in (
+            (str(member.unit) != "s", f"its unit is {str(member.unit)!r}, not 's'"),
+            ((member.metric_mode.value & VALUE_PROPERTY) != ACCUMULATED,
+             f"its mode is {member.metric_mode}, not accumulated"),
+            (metric.occurrence.value != otf2.MetricOccurrence.SYNCHRONOUS_STRICT.value,
+             f"its occurrence is {metric.occurrence}, not at every Enter and Leave (SYNCHRONOUS_STRICT)"),
+            (member.value_type.value not in [t.value for t in value_types], f"its values are {member.value_type}"),
+        ) if wrong]
+        if problems:
+            warnings.append(f"the trace's metric {CPU_MEMBER} is not read: {'; '.join(problems)}")
+            continue
+        base = 2 if member.base.value == otf2.Base.BINARY.value else 10
+        return CpuMetric(ref=int(metric._ref), value_type=int(member.value_type.value),
+                         scale=float(base) ** int(member.exponent))
+    return None
 
 
 def function_of(name: str) -> str:

@@ -8,7 +8,10 @@ the depth after each event is a cumulative sum of +1 (Enter) and -1 (Leave) floo
 innermost open region after an event is the latest Enter at that depth, and a region closes at the
 first Leave after its Enter that brings the depth below its own.
 
-Per region: exclusive ticks, visits, bytes and messages sent and received. For the events of a
+Per region: exclusive ticks, visits, bytes and messages sent and received, and with a CPU time metric
+(``cpu_time`` just before every Enter and Leave, as ``perfkit collect --trace`` writes it) exclusive
+CPU seconds: each Enter's and Leave's reading less the previous one, to the region open between them,
+as ticks are. For the events of a
 message or a collective, one record, pointing at the *instance* (one Enter..Leave of an MPI region)
 it happened in, whose enter and leave ticks are kept so that wait states can be computed after
 every rank is read (``perfkit.io.otf2.waits``).
@@ -24,7 +27,7 @@ import numpy as np
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.otf2 import layout as b
-from perfkit.io.otf2.definitions import EXPECTED, Definitions, region_kinds
+from perfkit.io.otf2.definitions import EXPECTED, CpuMetric, Definitions, region_kinds
 from perfkit.io.otf2.heap import give_back
 from perfkit.io.otf2.timeline import NONE, Bins
 from perfkit.model import KINDS
@@ -58,6 +61,8 @@ class RankEvents:
     instance, nonblocking; ``recv`` (n, 7): peer, comm, tag, bytes, instance, post (tick the
     receive was posted), seq (its posting order); ``coll`` (n, 6): comm, op, root (world rank or
     -1), bytes sent, bytes received, instance. ``computed``: the rank's compute ticks in all.
+    ``region_cpu``: exclusive CPU time [s] per region (empty without a CPU metric, or with ``cpu_problem``, what
+    made the rank's CPU metric unreadable).
     """
 
     rank: int
@@ -76,6 +81,8 @@ class RankEvents:
     unbalanced: int = 0
     unmapped: int = 0
     computed: int = 0
+    region_cpu: dict[int, float] = field(default_factory=dict)
+    cpu_problem: str = ""
 
 
 class RankReducer:
@@ -103,6 +110,7 @@ class RankReducer:
         self.mark = (0, NONE)  # the timeline's open transition (tick, kind)
         self.tables: dict[str, list[np.ndarray]] = {"inst": [], "send": [], "recv": [], "coll": []}
         self.leaves: list[np.ndarray] = []  # (instance, leave tick) of instances closed after their batch
+        self.cpu = CpuReducer(defs.cpu, self.slots) if defs.cpu is not None else None
 
     def _slot(self, refs: np.ndarray) -> np.ndarray:
         return np.where((refs >= 0) & (refs < self.slots - 1), refs, self.slots - 1)
@@ -134,6 +142,8 @@ class RankReducer:
         inside = top_before >= 0
         slot_before = np.where(inside, f_slot[np.maximum(top_before, 0)], self.slots - 1)
         self.sums[0] += np.bincount(slot_before[inside], weights=dt[inside], minlength=self.slots).astype(np.int64)
+        if self.cpu is not None:
+            self.cpu.add(rows, is_enter | is_leave, np.where(inside, slot_before, -1))
         compute_dt = np.where(inside & (self.kind_of[slot_before] == COMPUTE_KIND), dt, 0)
         computed = self.computed + np.cumsum(compute_dt)
         f_computed = np.concatenate([self.stack[3], computed[enters]])
@@ -308,12 +318,93 @@ class RankReducer:
             return dict(zip(refs[keep].tolist(), values[keep].tolist()))
 
         seen = (sums[0] > 0) | (sums[1] > 0)
+        cpu, problem = self.cpu.finish() if self.cpu is not None else (None, "")
         return RankEvents(
             self.rank, region_ticks=table(sums[0], seen), region_visits=table(sums[1], sums[1] > 0),
             region_bytes_sent=table(sums[2], sums[2] > 0), region_msgs_sent=table(sums[3], sums[3] > 0),
             region_bytes_recv=table(sums[4], sums[4] > 0), region_msgs_recv=table(sums[5], sums[5] > 0),
             first=self.first, last=self.last, inst=inst, send=tables["send"], recv=tables["recv"],
-            coll=tables["coll"], unbalanced=self.unbalanced, unmapped=self.unmapped, computed=self.computed)
+            coll=tables["coll"], unbalanced=self.unbalanced, unmapped=self.unmapped, computed=self.computed,
+            region_cpu={} if cpu is None else dict(zip(refs[seen].tolist(), cpu[seen].tolist())), cpu_problem=problem)
+
+
+class CpuReducer:
+    """Exclusive CPU time per region slot from a rank's ``cpu_time`` metric (``metric``), batch by batch.
+
+    The metric must come just before every Enter and Leave, at its tick, and only there (other metrics are
+    ignored); its values must be numbers that never decrease. Otherwise the earliest event that breaks this is
+    named (``problem``) and the rank's CPU time is not read further.
+    """
+
+    def __init__(self, metric: CpuMetric, slots: int) -> None:
+        self.metric, self.slots = metric, slots
+        self.sums = np.zeros(slots)  # the metric's units
+        self.last = np.nan  # the reading of the last Enter or Leave
+        self.pending: tuple[int, int, float] | None = None  # a batch's last event, a metric: tick, position, value
+        self.problem = ""
+
+    def add(self, rows: np.ndarray, marks: np.ndarray, slot_before: np.ndarray) -> None:
+        """Reduce one batch: ``marks`` its Enter and Leave events, ``slot_before`` the region slot open before each
+        event (-1: none)."""
+        if self.problem:
+            return
+        is_metric = rows[b.KIND] == b.METRIC
+        ours = is_metric & (rows[b.A] == self.metric.ref)
+        seq = np.flatnonzero(~is_metric | ours)  # the events in question: other metrics are not among them
+        lead = int(self.pending is not None)  # the sequence starts with the carried metric, if any
+        if not seq.size and not lead:
+            return
+        tick, position, value = self.pending or (0, 0, np.nan)
+        t = np.concatenate([[tick], rows[b.TIME][seq]])[1 - lead:]
+        pos = np.concatenate([[position], rows[b.E][seq]])[1 - lead:]
+        metric = np.concatenate([[True], ours[seq]])[1 - lead:]
+        mark = np.concatenate([[False], marks[seq]])[1 - lead:]
+        values = np.full(t.size, value)
+        values[lead:] = np.nan
+        values[lead:][ours[seq]] = self._values(rows, seq[ours[seq]])
+        same_tick = t[1:] == t[:-1]
+        after_metric = np.concatenate([[False], metric[:-1] & same_tick])
+        before_mark = np.concatenate([mark[1:] & same_tick, [True]])  # the last: carried to the next batch
+        readings = np.flatnonzero(metric)
+        backwards = np.zeros(t.size, dtype=bool)
+        backwards[readings] = np.diff(np.concatenate([[self.last], values[readings]])) < 0
+        self._name_first(pos, t, (
+            (mark & ~after_metric, "an Enter or Leave without its cpu_time metric"),
+            (metric & ~before_mark, "a cpu_time metric not followed by an Enter or Leave at its tick"),
+            (metric & ~np.isfinite(values), "a cpu_time metric that is not a number (or not one value of its type)"),
+            (backwards, "cpu_time goes backwards")))
+        if self.problem:
+            return
+        self.pending = (int(t[-1]), int(pos[-1]), float(values[-1])) if metric[-1] else None
+        at = np.flatnonzero(mark)  # each Enter and Leave reads the metric just before it
+        delta = np.diff(np.concatenate([[self.last], values[at - 1]]))
+        slot = slot_before[seq[at - lead]]
+        held = slot >= 0
+        self.sums += np.bincount(slot[held], weights=delta[held], minlength=self.slots)
+        if at.size:
+            self.last = float(values[at[-1] - 1])
+
+    def _values(self, rows: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The metric's values at rows ``at`` as numbers; NaN where the event has not one member of its type."""
+        raw, kind = rows[b.D][at], self.metric.value_type
+        values = raw.view(np.float64) if kind == b.DOUBLE else raw.view(np.uint64) if kind == b.UINT64 else raw
+        return np.where((rows[b.B][at] == 1) & (rows[b.C][at] == kind), values.astype(np.float64), np.nan)
+
+    def _name_first(self, pos: np.ndarray, t: np.ndarray, problems: tuple[tuple[np.ndarray, str], ...]) -> None:
+        """Name the earliest event with one of ``problems`` (where, what), if any."""
+        found = [(int(pos[hit[0]]), int(t[hit[0]]), text) for bad, text in problems
+                 if (hit := np.flatnonzero(bad)).size]
+        if found:
+            position, tick, text = min(found)
+            self.problem = f"{text} (event {position}, tick {tick})"
+
+    def finish(self) -> tuple[np.ndarray | None, str]:
+        """Exclusive CPU time [s] per region slot, or None and the problem that made the rank's unreadable."""
+        if not self.problem and self.pending is not None:
+            tick, position, _ = self.pending
+            self._name_first(np.array([position]), np.array([tick]), (
+                (np.array([True]), "a cpu_time metric not followed by an Enter or Leave at its tick"),))
+        return (None, self.problem) if self.problem else (self.sums * self.metric.scale, "")
 
 
 def stream_ranks(trace: Any, defs: Definitions, bins: Bins | None = None,
@@ -332,7 +423,7 @@ def stream_ranks(trace: Any, defs: Definitions, bins: Bins | None = None,
     locations = sorted(defs.world, key=defs.world.__getitem__)
     for ref in locations:
         _otf2.Reader_SelectLocation(handle, ref)
-    callbacks = new_callbacks()
+    callbacks = new_callbacks(metrics=defs.cpu is not None)
     try:
         try:
             _otf2.Reader_OpenDefFiles(handle)
@@ -346,7 +437,7 @@ def stream_ranks(trace: Any, defs: Definitions, bins: Bins | None = None,
                 from exc
         for ref in locations:
             reducer = RankReducer(defs, defs.world[ref], kinds, bins)
-            member = _events_member(defs.path, ref)
+            member = events_member(defs.path, ref)
             try:
                 if local_defs:
                     def_reader = _otf2.Reader_GetDefReader(handle, ref)
@@ -370,6 +461,6 @@ def stream_ranks(trace: Any, defs: Definitions, bins: Bins | None = None,
         _otf2.EvtReaderCallbacks_Delete(callbacks)
 
 
-def _events_member(anchor: Any, ref: int) -> str:
+def events_member(anchor: Any, ref: int) -> str:
     """The events file of location ``ref`` beside the anchor file, as Score-P names it."""
     return f"{anchor.stem}/{ref}.evt"

@@ -14,7 +14,11 @@ call's own time scaled (1 as measured, 1/2, 1/4, 1/8 for networks 2, 4, 8 times 
 ``replay_balanced`` (run) with every rank computing the mean, which ``perfkit.whatif`` answers from.
 ``timeline`` (run, rank, time_bin, timeline_kind) holds the seconds of each kind per rank in each of
 ``timeline_bins`` equal time bins (``perfkit.io.otf2.timeline``); ``phases`` (run, phase, phase_stat)
-compares the ranks' compute between synchronising calls (``perfkit.io.otf2.phases``).
+compares the ranks' compute between synchronising calls (``perfkit.io.otf2.phases``). A trace with a CPU
+time metric at every Enter and Leave (``cpu_time``, as ``perfkit collect --trace`` writes it) adds the
+metric ``cpu_time`` [s]: per call its CPU time (all on the call's row, NaN on its wait rows, as the
+collector's profile has it), ``Compute`` the rest; NaN for a rank whose metric cannot be read, with a
+warning naming its events file and the event.
 """
 
 from __future__ import annotations
@@ -30,14 +34,24 @@ import xarray as xr
 
 from perfkit.errors import PerfkitFormatError
 from perfkit.io.otf2.definitions import EXPECTED, Definitions, function_of, read_definitions, region_kinds
-from perfkit.io.otf2.events import RankEvents, stream_ranks
+from perfkit.io.otf2.events import RankEvents, events_member, stream_ranks
 from perfkit.io.otf2.heap import give_back
 from perfkit.io.otf2.phases import STATS as PHASE_STATS
 from perfkit.io.otf2.phases import phase_table
 from perfkit.io.otf2.replay import TRANSFER_SCALES, balanced, replay_runtimes
 from perfkit.io.otf2.timeline import DEFAULT_BINS, NONE, Bins
 from perfkit.io.otf2.waits import BLOCKING_SENDS, STATES, Records, Waits, compute_waits
-from perfkit.model import COMPUTE, KINDS, METRICS, TRAFFIC_QUANTITIES, default_kind, dense_traffic, make_run, sorted_coo
+from perfkit.model import (
+    COMPUTE,
+    CPU_TIME,
+    KINDS,
+    METRICS,
+    TRAFFIC_QUANTITIES,
+    default_kind,
+    dense_traffic,
+    make_run,
+    sorted_coo,
+)
 
 READER = "perfkit.io.otf2"
 #: Wait rows: (prefix, kind) per wait of ``Waits``.
@@ -163,10 +177,14 @@ def build(defs: Definitions, ranks: list[RankEvents], run_metadata: dict[str, An
             warnings.append(f"rank {r.rank}: {r.unmapped} messages name a communicator rank the trace does not define")
     rows = _rows(defs, ranks, rec, waits)
     profile = _profile(defs, ranks, rec, waits, rows)
+    metrics = METRICS
+    if defs.cpu is not None:
+        profile = np.concatenate([profile, _cpu_time(defs, ranks, rows, warnings)[..., np.newaxis]], axis=2)
+        metrics = (*METRICS, CPU_TIME)
     functions = [f for f, _, _ in rows]
     sizes, bins = _sizes(defs, rec, waits, rows)
     ds = make_run(profile, ranks=range(defs.nranks), functions=functions, calls=[c for _, c, _ in rows],
-                  kinds=[k for _, _, k in rows], metrics=METRICS, run=_run(defs, ranks, run_metadata),
+                  kinds=[k for _, _, k in rows], metrics=metrics, run=_run(defs, ranks, run_metadata),
                   traffic=_traffic(defs, rec, waits), sizes=sizes, size_bins=bins, warnings=warnings, reader=READER)
     give_back()  # the sizes' and traffic's temporaries
     if defs.dropped.any():
@@ -282,6 +300,25 @@ def _profile(defs: Definitions, ranks: list[RankEvents], rec: Records, waits: Wa
         waiting_rows = [index[f] for f, _, _ in rows if f.startswith(prefix)]
         out[:, waiting_rows, col["bytes_sent"]:] = np.nan
     out[..., col["time"]] /= defs.resolution
+    return out
+
+
+def _cpu_time(defs: Definitions, ranks: list[RankEvents], rows: list[tuple[str, str, str]],
+              warnings: list[str]) -> np.ndarray:
+    """(rank, function) CPU time [s]: each call's on its own row (NaN on wait rows), the rest on ``Compute``; NaN
+    for a rank whose metric could not be read (named in ``warnings``)."""
+    index = {f: i for i, (f, _, _) in enumerate(rows)}
+    out = np.zeros((defs.nranks, len(rows)))
+    location = {rank: ref for ref, rank in defs.world.items()}
+    for r in ranks:
+        if r.cpu_problem:
+            out[r.rank] = np.nan
+            member = defs.path.parent / events_member(defs.path, location[r.rank])
+            warnings.append(f"{member} (rank {r.rank}): {r.cpu_problem}; the rank's cpu_time is NaN")
+            continue
+        for ref, seconds in r.region_cpu.items():
+            out[r.rank, index[function_of(defs.regions.get(ref, ""))]] += seconds
+    out[:, [i for i, (f, c, _) in enumerate(rows) if f != c]] = np.nan  # waits: their CPU is their call's
     return out
 
 
