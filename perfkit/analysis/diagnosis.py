@@ -694,7 +694,8 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
         how = _evidence(pop, i, "serialisation_efficiency")
         lead = (f"Serialisation efficiency {float(pop['serialisation_efficiency'][i]):.2f} ({how}): "
                 f"{fmt.seconds(seconds)} per rank of waiting is not load imbalance.")
-        details = (f"On an ideal network the run would still take {fmt.seconds(ideal)} while no rank computes more "
+        ideal_case = "With instantaneous transfers" if context.hosts[i] == 1 else "On an ideal network"
+        details = (f"{ideal_case} the run would still take {fmt.seconds(ideal)} while no rank computes more "
                    f"than {fmt.seconds(top)}; rank {busiest}, which computes most, still waits {fmt.seconds(waited)} "
                    f"and spends {fmt.seconds(other)} in I/O and other calls (start-up left out). Load imbalance is "
                    f"max - mean compute, {fmt.seconds(top - float(pop['useful_mean'][i]))}.")

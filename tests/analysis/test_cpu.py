@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import perfkit
 from perfkit.analysis.cpu import cpu_summary, cpu_usage, has_cpu, host_counts
-from tests.analysis.cpu_runs import cpu_run, interfered, own_cores, oversubscribed
+from tests.analysis.cpu_runs import cpu_run, interfered, oversubscribed, own_cores
 from tests.helpers import ROOT
 
 CPU_RUNS = ROOT / "tests" / "data" / "cpu"
