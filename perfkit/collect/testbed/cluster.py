@@ -101,6 +101,10 @@ class Testbed:
                 cpu.remove(self.cpu, groups)
             self.notes.append(f"removed {len(spaces)} namespace(s) and {len(groups)} CPU group(s) left by an "
                               "earlier testbed that was killed")
+        held = cpu.held_by_others(self.cpu, self.namespace("")) if not quota_why else 0.0
+        if held:
+            self.notes.append(f"other testbeds running here may use {held:.2f} of this machine's {machine_cores()} "
+                              "cores: this one's nodes may wait for cores beyond its dilation")
         for sig in (signal.SIGTERM, signal.SIGHUP):  # leave through __exit__, never with namespaces up
             try:
                 self._previous[sig] = signal.signal(sig, _raise_interrupt)

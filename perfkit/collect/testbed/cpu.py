@@ -172,3 +172,17 @@ def leftovers(ctl: Controller, owner_alive: Callable[[int], bool] = alive) -> li
     """Groups of testbeds whose owning process is gone."""
     return sorted(p.name for p in ctl.root.glob(f"{PREFIX}*")
                   if p.is_dir() and (m := OWNED.match(p.name)) and not owner_alive(int(m.group(1))))
+
+
+def held_by_others(ctl: Controller, own: str, owner_alive: Callable[[int], bool] = alive) -> float:
+    """Cores of this machine that other running testbeds' groups may use (their quotas summed) [cores];
+    ``own``: this testbed's prefix, whose groups are left out."""
+    held = 0.0
+    for p in ctl.root.glob(f"{PREFIX}*"):
+        if p.is_dir() and not p.name.startswith(own) and (m := OWNED.match(p.name)) and owner_alive(int(m.group(1))):
+            try:
+                q, period = quota(ctl, p.name)
+            except (OSError, ValueError):  # removed meanwhile, or no quota
+                continue
+            held += q / period if q > 0 else 0.0
+    return held

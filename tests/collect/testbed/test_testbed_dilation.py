@@ -47,15 +47,20 @@ def test_the_cpu_controller_is_found_in_mountinfo(tmp_path):
 
 
 @with_quotas
-def test_leftovers_are_only_groups_of_dead_testbeds():
+def test_leftovers_are_only_groups_of_dead_testbeds_and_running_ones_are_counted():
     ctl = cpu.controller()
     foreign = [f"{cpu.PREFIX}{os.getpid()}-abc123-node000", "pktbx-1-abc123-node000", f"{cpu.PREFIX}notours"]
-    for name in foreign:
+    cpu.create(ctl, foreign[0], 0.5)
+    for name in foreign[1:]:
         ctl.group(name).mkdir()
     try:
         assert not set(foreign) & set(cpu.leftovers(ctl))
         assert foreign[0] in cpu.leftovers(ctl, owner_alive=lambda pid: False)  # its owner gone: it would go
         assert not set(foreign[1:]) & set(cpu.leftovers(ctl, owner_alive=lambda pid: False))
+        # a running testbed's quota is seen by the others, not by itself
+        only_this_process = {"owner_alive": lambda pid: pid == os.getpid()}  # not another session's testbed
+        assert cpu.held_by_others(ctl, f"{cpu.PREFIX}0-000000-", **only_this_process) == 0.5
+        assert cpu.held_by_others(ctl, f"{cpu.PREFIX}{os.getpid()}-abc123-", **only_this_process) == 0.0
     finally:
         for name in foreign:
             ctl.group(name).rmdir()
