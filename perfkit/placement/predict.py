@@ -14,6 +14,17 @@ it was while the links' time changes (``M - (L_before - L_after)``), and, when t
 vanishing (``M_after = L_after / 0.95``), widened by the run-to-run spread of unchanged re-runs
 (``REPEATABILITY``). Without a described network the link
 rate is unknown: the network time ranges from 0 to ``M``, the point in the middle.
+
+Time without a core (profiles that measured CPU, ``perfkit.placement.cpu_evidence``) is not network time.
+Of ``M``, the busiest rank's wait for the critical rank's compute (the longest) is held fixed where that
+compute did more CPU work or waited longer for a core than the busiest rank's own (a placement fills the
+same cores, so each rank's share of a core stays); the links explain what they can of the rest
+(``min(rest, L / 0.95)``: a busy-polling rank taken off its core while it waits for a link loses nothing);
+the busiest rank's own run delay in MPI beyond that is held fixed too; only what is left scales as
+above. What is not measured widens the interval: the held time off a core may still go with the bytes
+between nodes or vanish with the links' time as the old rest did (where the machine's cores also carry
+the bytes), and the own run delay may not have overlapped the links' time at all (held first, up to
+MPI's wall - CPU time).
 """
 
 from __future__ import annotations
@@ -25,7 +36,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from perfkit.analysis.cpu import cpu_usage
 from perfkit.analysis.whatif import whatif
+from perfkit.placement.cpu_evidence import NOT_MEASURED, CpuEvidence, cpu_evidence
 from perfkit.placement.network import ACHIEVED_FRACTION, REPEATABILITY, Network, link_seconds
 from perfkit.placement.placement import Placement
 from perfkit.placement.strategies import place
@@ -60,6 +73,8 @@ class Prediction:
     mpi_seconds: float
     network: Network
     placement_before: str
+    cpu: CpuEvidence | None = None
+    held: tuple[float, float] = (0.0, 0.0)
 
     @property
     def speedup(self) -> float:
@@ -80,7 +95,17 @@ class Prediction:
                 "elapsed_after_high": self.elapsed_after_high, "speedup": self.speedup,
                 "mpi_seconds_busiest_rank": self.mpi_seconds, "link_before": links[0],
                 "link_after": links[1], "network": network,
-                "placement_before": self.placement_before, "model": __doc__.split("\n\n")[1].replace("\n", " ")}
+                "placement_before": self.placement_before, "model": _paragraph(1), "cpu": self.cpu_dict()}
+
+    def cpu_dict(self) -> dict[str, Any] | str:
+        """The CPU evidence used and the time it held fixed [s] (``held_peers_s``: the wait for the critical
+        rank's extra CPU work and lack of a core; ``held_own_s``: the busiest rank's own run delay in MPI
+        that the links do not explain), or ``CPU not measured``."""
+        if self.cpu is None:
+            return NOT_MEASURED
+        peers, own = self.held
+        return {**self.cpu.as_dict(), "held_peers_s": peers, "held_own_s": own, "held_s": peers + own,
+                "mpi_seconds_scaled": self.mpi_seconds - peers - own, "model": _paragraph(2)}
 
     def compare(self, elapsed: float, inter_node_bytes: float | None = None) -> dict[str, Any]:
         """Predicted against measured: errors [%] and whether ``elapsed`` fell in the interval."""
@@ -114,25 +139,47 @@ def run_seconds(ds: xr.Dataset, run: str) -> tuple[float, float]:
     """The run's time [s] from the end of ``MPI_Init`` to the start of ``MPI_Finalize`` (the slowest
     rank's total without them: start-up is the launcher's, not the program's) and the largest MPI
     time [s] of a rank over the same span."""
+    during, mpi = _rank_seconds(ds, run)
+    return float(during.max()), float(mpi.max())
+
+
+def _rank_seconds(ds: xr.Dataset, run: str) -> tuple[xr.DataArray, xr.DataArray]:
+    """Each rank's time [s] from the end of ``MPI_Init`` to the start of ``MPI_Finalize``, and its MPI time."""
     times = ds["profile"].sel(run=run, metric="time")
     kinds = ds["kind"].values if "kind" in ds.coords else np.array(["other"] * ds.sizes["function"])
     calls = ds["call"].values if "call" in ds.coords else ds["function"].values
     during = np.flatnonzero(~np.isin(calls, _NOT_RUN_TIME))
     mpi = np.flatnonzero((kinds != "compute") & ~np.isin(calls, _NOT_RUN_TIME))
-    return (float(times.isel(function=during).sum("function").max()),
-            float(times.isel(function=mpi).sum("function").max()))
+    return times.isel(function=during).sum("function"), times.isel(function=mpi).sum("function")
 
 
-def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after: dict[str, Any],
-             network: Network, placement_before: str, *, rest_with_links: bool = False) -> Prediction:
-    elapsed, mpi = run_seconds(ds, run)
+def _paragraph(i: int) -> str:
+    """The ``i``-th paragraph of this module's docstring, on one line (the model as the JSON states it)."""
+    return __doc__.split("\n\n")[i].replace("\n", " ")
+
+
+def _held(cpu: CpuEvidence | None, mpi: float, link_s: float) -> tuple[float, float, float]:
+    """Of the busiest rank's MPI time ``mpi`` [s]: what the critical rank's compute holds (extra CPU work and
+    lack of a core), the busiest rank's own run delay in MPI beyond what the links' time ``link_s`` explains,
+    and that own part held first (it did not overlap the links); all 0 without CPU evidence."""
+    if cpu is None:
+        return 0.0, 0.0, 0.0
+    peers = min(mpi, cpu.peer_extra_cpu + cpu.peer_off_core)
+    left = mpi - peers
+    own = min(cpu.own_off_core, left - min(left, link_s / ACHIEVED_FRACTION))
+    return peers, own, min(cpu.own_off_core_high, left)
+
+
+def _scenarios(elapsed: float, mpi: float, before: dict[str, Any], after: dict[str, Any], unknown: bool,
+               rest_with_links: bool, capped: bool = False) -> tuple[float, list[float]]:
+    """The point prediction [s] and the ends the interval spans when ``mpi`` [s] of the run is what the
+    network can change (module docstring); ``capped``: vanishing never lengthens ``mpi``."""
     lb, la = before["seconds"], after["seconds"]
     bb, ba = before["inter_node_bytes"], after["inter_node_bytes"]
-    if lb > 0 and network.sources.get("node_link_Bps") == UNKNOWN:
+    if lb > 0 and unknown:
         ratio = la / lb
-        point = elapsed - 0.5 * mpi * (1 - ratio)
-        candidates = [elapsed, elapsed - mpi * (1 - ratio)]
-    elif lb > 0:
+        return elapsed - 0.5 * mpi * (1 - ratio), [elapsed, elapsed - mpi * (1 - ratio)]
+    if lb > 0:
         by_links, by_bytes = la / lb, ba / bb if bb else 1.0
         explained = min(1.0, lb / ACHIEVED_FRACTION / mpi) if mpi > 0 else 1.0
         mixed = explained * by_links + (1 - explained) * by_bytes
@@ -141,12 +188,27 @@ def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after:
         # the rest (and any overlap with compute) unchanged: the links' time changes, at 100% or 95%
         candidates += [elapsed - min(mpi, (lb - la) / a) for a in (1.0, ACHIEVED_FRACTION)]
         if la < lb:  # the rest may vanish with the links' load: the run then waits for the links only
-            candidates.append(elapsed - mpi + la / ACHIEVED_FRACTION)
-    else:  # no traffic between nodes before: the new network time adds to the run
-        point = elapsed + la / ACHIEVED_FRACTION
-        candidates = [elapsed + la, elapsed + la / ACHIEVED_FRACTION ** 2]
+            candidates.append(elapsed - mpi + (min(mpi, la / ACHIEVED_FRACTION) if capped else la / ACHIEVED_FRACTION))
+        return point, candidates
+    # no traffic between nodes before: the new network time adds to the run
+    return elapsed + la / ACHIEVED_FRACTION, [elapsed + la, elapsed + la / ACHIEVED_FRACTION ** 2]
+
+
+def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after: dict[str, Any],
+             network: Network, placement_before: str, *, rest_with_links: bool = False) -> Prediction:
+    during, ranks_mpi = _rank_seconds(ds, run)
+    elapsed, mpi = float(during.max()), float(ranks_mpi.max())
+    cpu = cpu_evidence(ds, run, ranks_mpi.values)
+    peers, own, own_first = _held(cpu, mpi, before["seconds"])
+    unknown = network.sources.get("node_link_Bps") == UNKNOWN
+    capped = cpu is not None
+    point, candidates = _scenarios(elapsed, mpi - peers - own, before, after, unknown, rest_with_links, capped)
+    if capped:  # what the CPU evidence does not settle (module docstring)
+        for moved in (mpi - min(mpi, cpu.peer_extra_cpu), mpi - peers - own_first):
+            candidates += _scenarios(elapsed, moved, before, after, unknown, rest_with_links, capped)[1]
     low, high = min(candidates) * (1 - REPEATABILITY), max(candidates) * (1 + REPEATABILITY)
-    return Prediction(what, bb, ba, elapsed, point, low, high, before, after, mpi, network, placement_before)
+    return Prediction(what, before["inter_node_bytes"], after["inter_node_bytes"], elapsed, point, low, high, before,
+                      after, mpi, network, placement_before, cpu, (peers, own))
 
 
 def _matrices(ds: xr.Dataset, run: str) -> tuple[Any, Any]:
@@ -194,7 +256,9 @@ def predict_elapsed(ds: xr.Dataset, new: Placement, *, old: Placement | None = N
     from the topology's per-level cost model alone (no network description; see ``predict_placement``).
 
     Returns the ``whatif`` Dataset (``elapsed_before``, ``elapsed_after`` [s], ...) with attributes
-    ``comm_time_old_s``, ``comm_time_new_s`` (cost-model estimates) and ``network_factor``.
+    ``comm_time_old_s``, ``comm_time_new_s`` (cost-model estimates), ``network_factor`` and ``cpu_held_s``
+    (the busiest rank's run delay in MPI [s], held as compute: a rank's time without a core is not the
+    network's; ``CPU not measured`` for profiles without it).
     """
     run = _one_run(ds, run)
     if old is None:
@@ -203,8 +267,31 @@ def predict_elapsed(ds: xr.Dataset, new: Placement, *, old: Placement | None = N
     before, after = old.cost(traffic).time_s, new.cost(traffic).time_s
     if not after > 0:
         raise ValueError("the new placement has no inter-rank communication cost; nothing to scale")
-    result = whatif(ds, "network", k=before / after, run=run)
-    return result.assign_attrs(comm_time_old_s=before, comm_time_new_s=after, network_factor=before / after)
+    held, moved = _off_core_as_compute(ds, run)
+    result = whatif(held, "network", k=before / after, run=run)
+    return result.assign_attrs(comm_time_old_s=before, comm_time_new_s=after, network_factor=before / after,
+                               cpu_held_s=NOT_MEASURED if moved is None else moved)
+
+
+def _off_core_as_compute(ds: xr.Dataset, run: str) -> tuple[xr.Dataset, float | None]:
+    """``ds`` with each rank's run delay in MPI (``cpu_usage``'s ``delay_mpi`` [s]) of ``run`` moved out of its
+    MPI calls, in proportion to their time, into its compute; the busiest rank's moved time [s]. ``ds`` and
+    None when the profile did not measure CPU."""
+    one = ds.sel(run=[run])
+    delay = cpu_usage(one)["delay_mpi"]
+    if not delay.notnull().any():
+        return ds, None
+    compute = one["kind"].values == "compute"
+    mpi = ~compute & ~np.isin(one["call"].values, _NOT_RUN_TIME)
+    time = one["profile"].sel(metric="time")
+    in_mpi = time.isel(function=np.flatnonzero(mpi)).sum("function")
+    delay = delay.fillna(0.0).clip(max=in_mpi)
+    scale = xr.where(in_mpi > 0, 1 - delay / in_mpi.where(in_mpi > 0), 1.0)
+    first = xr.DataArray(np.arange(compute.size) == np.flatnonzero(compute)[0], dims="function")
+    held = (time * xr.where(xr.DataArray(mpi, dims="function"), scale, 1.0) + delay.where(first, 0.0))
+    profile = one["profile"].copy(data=one["profile"].values.copy())
+    profile.loc[{"metric": "time"}] = held.transpose(*time.dims)
+    return one.assign(profile=profile), float(delay.max())
 
 
 def compare_measured(prediction: xr.Dataset, measured: xr.Dataset, run: int | str | None = None) -> pd.DataFrame:
