@@ -76,6 +76,7 @@ STEP_SECONDS = 0.001
 REPEATS = 5
 CONFIGS = {
     "basic": {"slt": False, "collective_wait": False, "matrices": False},
+    "basic, no CPU": {"slt": False, "collective_wait": False, "matrices": False, "cpu": False},
     "slt": {"slt": True, "collective_wait": False, "matrices": False},
     "collective_wait": {"slt": False, "collective_wait": True, "matrices": False},
     "matrices": {"slt": False, "collective_wait": False, "matrices": True},
@@ -122,13 +123,15 @@ TRACE_STEPS = 10000
 TRACE_REPEATS = 15
 TRACE_CONFIGS = {
     "basic": CONFIGS["basic"],
+    "basic, no CPU": CONFIGS["basic, no CPU"],
     "basic+trace": {**CONFIGS["basic"], "trace": True},
     "basic+trace, 0.5 MiB buffer": {**CONFIGS["basic"], "trace": True, "trace_buffer": 0.5},
     "all": CONFIGS["all"],
     "all+trace": {**CONFIGS["all"], "trace": True},
 }
-#: Each traced configuration against the untraced run of the same options.
-TRACE_REFERENCE = {"basic+trace": "basic", "basic+trace, 0.5 MiB buffer": "basic", "all+trace": "all"}
+#: Each traced configuration against the untraced run of the same options; CPU measurement against none.
+TRACE_REFERENCE = {"basic": "basic, no CPU", "basic+trace": "basic", "basic+trace, 0.5 MiB buffer": "basic",
+                   "all+trace": "all"}
 
 
 def _traced_once(nprocs: int, options: dict, work: Path) -> tuple[float, dict | None]:
@@ -183,7 +186,8 @@ def trace_section(nprocs: int, out: Path) -> dict:
                                              for k, ref in TRACE_REFERENCE.items()},
         "trace_overhead_percent": {k: round(100 * (med[k] / med[ref] - 1), 2) for k, ref in TRACE_REFERENCE.items()},
         "trace_us_per_event": {k: round(1e6 * (med[k] - med[ref]) / sizes[k]["events_per_rank"], 3)
-                               for k, ref in TRACE_REFERENCE.items()},
+                               for k, ref in TRACE_REFERENCE.items() if k in sizes},
+        "cpu_us_per_call": round(1e6 * (med["basic"] - med["basic, no CPU"]) / (5 * TRACE_STEPS), 3),
         "trace": sizes,
         "samples_seconds": {k: [round(x, 4) for x in v] for k, v in loops.items()},
     }
@@ -198,7 +202,8 @@ def trace_section(nprocs: int, out: Path) -> dict:
 TB_NODES, TB_CORES, TB_BANDWIDTH = 8, 2, "200mbit"
 TB_STEPS, TB_STEP_SECONDS, TB_BYTES = 30, 0.01, 200_000
 TB_REPEATS = 3
-TB_CONFIGS = {"uninstrumented": None, "basic": [], "slt": ["--slt"], "collective_wait": ["--collective-wait"],
+TB_CONFIGS = {"uninstrumented": None, "basic": [], "basic, no CPU": ["--no-cpu"], "slt": ["--slt"],
+              "collective_wait": ["--collective-wait"],
               "matrices": ["--matrices"], "all": ["--slt", "--collective-wait", "--matrices"]}
 TB_COMPILERS = {"openmpi": "mpicc", "mpich": "mpicc.mpich"}
 #: a program that times its own MPI_Init: the uninstrumented reference of the profile's MPI_Init row

@@ -108,6 +108,7 @@ def run(
     slt: bool = True,
     collective_wait: bool = True,
     matrices: bool = True,
+    cpu: bool = True,
     workdir: str | Path | None = None,
     timeout: float | None = 120,
     env: Mapping[str, str] | None = None,
@@ -119,6 +120,7 @@ def run(
     **params: Any,
 ) -> LabRun:
     """Run ``scenario`` on ``nprocs`` ranks under the collector; see ``scenarios.py`` for ``params``.
+    ``slt``, ``collective_wait``, ``matrices``, ``cpu``: the collector's options (``perfkit.collect.collect``).
 
     The profile is written to ``<workdir>/<scenario>-np<nprocs>.mpinside`` (a new temporary
     directory when ``workdir`` is None), its truth beside it (``.truth.nc``) and the realised truth
@@ -144,7 +146,7 @@ def run(
     save_truth(expected, output)
     t0 = time.perf_counter()
     res = (collector or collect)(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
-                                 timeout=timeout, env=env, cwd=wd, trace=trace, trace_buffer=trace_buffer,
+                                 cpu=cpu, timeout=timeout, env=env, cwd=wd, trace=trace, trace_buffer=trace_buffer,
                                  overwrite=True)
     wall = time.perf_counter() - t0
     profile = open_profile(res.output) if res.output is not None else None

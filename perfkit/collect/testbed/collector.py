@@ -20,10 +20,10 @@ PERFKIT = str(Path(sys.executable).with_name("perfkit"))
 
 
 def collect_command(launch: Sequence[str], output: Path, *, slt: bool, collective_wait: bool, matrices: bool,
-                    trace: bool, trace_buffer: float, overwrite: bool = False) -> list[str]:
+                    trace: bool, trace_buffer: float, overwrite: bool = False, cpu: bool = True) -> list[str]:
     """The ``perfkit collect`` command line with these options."""
     flags = [flag for on, flag in ((slt, "--slt"), (collective_wait, "--collective-wait"), (matrices, "--matrices"),
-                                   (trace, "--trace"), (overwrite, "--force")) if on]
+                                   (not cpu, "--no-cpu"), (trace, "--trace"), (overwrite, "--force")) if on]
     if trace:
         flags += ["--trace-buffer", f"{trace_buffer:g}"]
     return [PERFKIT, "collect", "-o", str(output), *flags, "--", *launch]
@@ -33,12 +33,12 @@ def collect_on(tb: Testbed) -> Callable[..., CollectResult]:
     """A ``collect`` that runs on ``tb``; its ``message`` is everything the command printed."""
 
     def collect(launch: Sequence[str], output: str | os.PathLike, *, slt: bool = False,
-                collective_wait: bool = False, matrices: bool = False, timeout: float | None = None,
+                collective_wait: bool = False, matrices: bool = False, cpu: bool = True, timeout: float | None = None,
                 env: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None, trace: bool = False,
                 trace_buffer: float = TRACE_BUFFER_MB, overwrite: bool = False) -> CollectResult:
         output = Path(output)
         command = collect_command(launch, output, slt=slt, collective_wait=collective_wait, matrices=matrices,
-                                  trace=trace, trace_buffer=trace_buffer, overwrite=overwrite)
+                                  trace=trace, trace_buffer=trace_buffer, overwrite=overwrite, cpu=cpu)
         log = output.with_name(output.name + ".log")
         with open(log, "w") as fh:
             report = tb.run(command, env=env, cwd=cwd, timeout=timeout, stdout=fh, stderr=fh)
