@@ -120,9 +120,10 @@ class _Context:
 class _NoCore:
     """Time ranks of one run spent without a core (``cpu.cpu_usage``), means per rank [s] unless said."""
 
-    seconds: float  #: run delay: runnable, waiting for a core [s]
+    delay: float  #: run delay: runnable, waiting for a core [s]
     compute: float  #: of it in compute [s] (modelled split)
-    mpi: float  #: of it in MPI calls [s] (modelled split)
+    transfer: float  #: of it in MPI calls outside their waits for other ranks [s] (modelled split)
+    waiting: float  #: of it while waiting for other ranks in MPI calls [s] (modelled split): costs nothing
     on_cpu: float  #: CPU time of the main thread in the parallel region [s]
     region: float  #: the parallel region's wall time [s]
     compute_wall: float  #: compute's wall time [s]
@@ -135,19 +136,25 @@ class _NoCore:
     cores: float  #: that host's cores (a CPU quota may be a fraction)
     hosts: int  #: how many hosts are oversubscribed, of ``of_hosts``
     of_hosts: int
-    applies: bool  #: the run delay is above the noise floor (``NO_CORE`` of elapsed)
+    applies: bool  #: the time at stake is above the noise floor (``NO_CORE`` of elapsed)
+
+    @property
+    def seconds(self) -> float:
+        """The time at stake [s]: without a core in compute and in MPI calls outside their waits. A rank that
+        waits for another anyway loses nothing waiting off its core; its partners wait for its compute."""
+        return self.compute + self.transfer
 
     @property
     def oversubscribed(self) -> bool:
         return self.on_host > 0
 
     def transfer_and_wait(self, transfer: float, waits: float) -> tuple[float, float]:
-        """The MPI calls' time without a core [s] taken off the ``transfer`` loss first, the rest off ``waits``
-        (a rank descheduled in a call stretches it; modelled), 0 when the finding does not apply."""
+        """What to take off the ``transfer`` loss (the time without a core in MPI calls outside waits: it
+        stretched them) and off ``waits`` (the compute's: partners waited for ranks without a core) [s], at
+        most each; 0 when the finding does not apply (modelled)."""
         if not self.applies:
             return 0.0, 0.0
-        off_transfer = min(self.mpi, max(transfer, 0.0))
-        return off_transfer, min(self.mpi - off_transfer, max(waits, 0.0))
+        return min(self.transfer, max(transfer, 0.0)), min(self.compute, max(waits, 0.0))
 
 
 def _no_core(context: _Context, i: int) -> _NoCore | None:
@@ -166,14 +173,19 @@ def _no_core(context: _Context, i: int) -> _NoCore | None:
                                                      "voluntary_switches", "cpu_availability")}
     on_hosts = np.nansum(np.where(sharing, 1.0 / np.where(hosts > 0, hosts, np.nan), 0.0))
     of_hosts = int(context.hosts[i]) or 1
-    return _NoCore(seconds=mean["run_delay"], compute=mean["delay_compute"], mpi=mean["delay_mpi"],
+    waits = context.parts["time"].isel(run=i).sel(kind=list(WAIT_KINDS)).sum("kind").values
+    with np.errstate(invalid="ignore", divide="ignore"):
+        waiting = usage["delay_mpi"].values * np.clip(np.nan_to_num(waits / usage["mpi_wall"].values), 0.0, 1.0)
+    waiting_mean = float(np.nanmean(waiting))
+    compute, transfer = mean["delay_compute"], mean["delay_mpi"] - waiting_mean
+    return _NoCore(delay=mean["run_delay"], compute=compute, transfer=transfer, waiting=waiting_mean,
                    on_cpu=mean["compute_cpu"] + mean["mpi_cpu"], region=mean["region"],
                    compute_wall=mean["compute_wall"], compute_cpu=mean["compute_cpu"],
                    availability=mean["cpu_availability"], involuntary=mean["involuntary_switches"],
                    voluntary=mean["voluntary_switches"], shared=ranks[sharing],
                    on_host=int(hosts[worst]) if worst >= 0 else 0,
                    cores=float(usage["cores"].values[worst]) if worst >= 0 else 0.0, hosts=round(on_hosts),
-                   of_hosts=of_hosts, applies=mean["run_delay"] >= NO_CORE * float(context.pop["elapsed"][i]))
+                   of_hosts=of_hosts, applies=compute + transfer >= NO_CORE * float(context.pop["elapsed"][i]))
 
 
 def _cores_text(cores: float) -> str:
@@ -192,8 +204,11 @@ def _no_core_cause(nc: _NoCore) -> str:
 def _no_core_split(nc: _NoCore) -> str:
     """Sentence: the time without a core, its split, the switches and the compute's CPU availability."""
     rate = nc.involuntary / nc.region if nc.region > 0 else np.nan
-    return (f"The ranks waited {fmt.seconds(nc.seconds)} per rank for a core (run delay, measured): about "
-            f"{fmt.seconds(nc.compute)} in compute and {fmt.seconds(nc.mpi)} in MPI calls (modelled). "
+    waiting = (f" and {fmt.seconds(nc.waiting)} while waiting for other ranks in MPI calls, which costs nothing (a "
+               "rank waiting anyway loses no time off its core)") if nc.waiting >= 0.005 * nc.delay else ""
+    return (f"The ranks waited {fmt.seconds(nc.delay)} per rank for a core (run delay, measured): about "
+            f"{fmt.seconds(nc.compute)} in compute, {fmt.seconds(nc.transfer)} in MPI calls outside their waits"
+            f"{waiting} (modelled); {fmt.seconds(nc.seconds)} per rank at stake. "
             f"{fmt.count(nc.involuntary)} involuntary context switches per rank ({fmt.count(rate)} per second), "
             f"against {fmt.count(nc.voluntary)} voluntary: the scheduler took the core away. Compute ran on a CPU "
             f"{fmt.percent(nc.availability)} of its wall time ({fmt.seconds(nc.compute_cpu)} of "
@@ -546,7 +561,7 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
                       "transfer": losses["transfer"] - off_transfer, "no core": nc.seconds}
             lost += nc.compute
             details = fmt.sentences(details, _no_core_split(nc), (
-                f"Without the time in MPI calls without a core, transfer is {fmt.seconds(losses['transfer'])} and "
+                f"Leaving the time without a core out, transfer is {fmt.seconds(losses['transfer'])} and "
                 f"unexplained waits {fmt.seconds(losses['unexplained waits'])}; counting the compute's, "
                 f"{fmt.seconds(lost)} per rank is not compute on a CPU."))
             caveats = (*caveats, "no_core")
@@ -702,14 +717,15 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
         nc = _no_core(context, i)
         off = nc.transfer_and_wait(float(pop["elapsed"][i]) - ideal, seconds)[1] if nc is not None else 0.0
         if off > 0:
-            details += (f" Of it, {fmt.seconds(off)} per rank is ranks waiting for a core in MPI calls (see the "
-                        "finding on time without a core), left out here.")
+            details += (f" Up to {fmt.seconds(off)} per rank of it is ranks waiting for partners that had no core "
+                        "in their compute (see the finding on time without a core), left out here.")
             seconds -= off
             if seconds <= 0.01 * elapsed:
                 continue
         elif nc is not None:
-            details += (f" The ranks had their cores: they waited {fmt.seconds(nc.seconds)} per rank for one (run "
-                        "delay, measured), so ranks sharing cores are not the cause.")
+            details += (f" The ranks had their cores when it mattered: waiting for one cost them "
+                        f"{fmt.seconds(nc.seconds)} per rank (run delay {fmt.seconds(nc.delay)}, measured), so ranks "
+                        "sharing cores are not the cause.")
         else:
             details += _no_cpu(context, nc, i)
         causes = _trace_causes(ds, context, i)
@@ -740,12 +756,12 @@ def _cpu_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
             advice = (f"Run at most {fmt.plural(max(int(nc.cores), 1), 'rank')} per node (one per core), or spread the "
                       "ranks over more nodes; the transfer and wait findings leave this time out.")
             sharing = nc.region * (1 - nc.cores / nc.on_host)
-            if nc.seconds > OTHER_LOAD * sharing:
+            if nc.delay > OTHER_LOAD * sharing:
                 advice = (f"Busy ranks sharing the cores so would wait at most {fmt.seconds(sharing)} per rank: "
                           f"other load took the cores too. {advice}")
         else:
             title = "Interference: ranks without a core"
-            lead = (f"The ranks waited {fmt.seconds(nc.seconds)} per rank for a core with no more ranks than cores on "
+            lead = (f"The ranks waited {fmt.seconds(nc.delay)} per rank for a core with no more ranks than cores on "
                     f"any node: other load took them; {ran}.")
             advice = ("Another job, daemons or OS noise used the cores: check the nodes (top), bind the ranks to cores "
                       "and keep those cores free of other work; the transfer and wait findings leave this time out.")
@@ -851,8 +867,8 @@ def _trace_findings(ds: xr.Dataset, context: _Context, full: xr.Dataset) -> list
     for i, run in enumerate(map(str, ds["run"].values)):
         floor = 0.01 * float(context.elapsed[run])
         nc = _no_core(context, i)
-        off_mpi, off_compute = (nc.mpi, nc.compute) if nc is not None and nc.applies else (0.0, 0.0)
-        rows += _late_receiver_findings(ds, run, floor, off_mpi)
+        off_compute = nc.compute if nc is not None and nc.applies else 0.0
+        rows += _late_receiver_findings(ds, run, floor, off_compute)
         if not has_phases(ds, run):
             continue
         compute = context.compute.isel(run=i).values
@@ -909,7 +925,7 @@ def _trace_findings(ds: xr.Dataset, context: _Context, full: xr.Dataset) -> list
 
 def _late_receiver_findings(ds: xr.Dataset, run: str, floor: float, off_core: float) -> list[dict[str, Any]]:
     """Blocking sends that waited for their receiver to post the receive (Scalasca's late receiver), less
-    ``off_core``, the time per rank without a core in MPI calls [s] (a receiver without a core posts late)."""
+    ``off_core``, the time per rank without a core in compute [s] (a receiver without a core posts late)."""
     waits = ds["wait_states"].sel(run=run, state="late_receiver").to_pandas().dropna()
     mean = float(waits.mean()) if len(waits) else 0.0
     if not mean > floor:
@@ -922,8 +938,8 @@ def _late_receiver_findings(ds: xr.Dataset, run: str, floor: float, off_core: fl
                "library did not buffer the message. Post the receives earlier or send with MPI_Isend.")
     left_out = min(off_core, mean)
     if left_out > 0:
-        details += (f" Up to {fmt.seconds(left_out)} per rank of it is ranks waiting for a core in MPI calls (see the "
-                    "finding on time without a core), left out here: a receiver without a core posts late.")
+        details += (f" Up to {fmt.seconds(left_out)} per rank of it is receivers waiting for a core in their compute "
+                    "(see the finding on time without a core), left out here: a receiver without a core posts late.")
     return [_row(run, "late_receiver", "Late receivers", lead, details, mean - left_out)]
 
 
