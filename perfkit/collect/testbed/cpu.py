@@ -20,8 +20,12 @@ from pathlib import Path
 
 from perfkit.collect.testbed.netns import OWNED, PREFIX, alive
 
-#: Scheduling period of the quotas [s]: a node's share is granted and used up within each period,
-#: so a shorter period dilates short compute phases as evenly as long ones (``docs/testbed.md``)
+#: Shortest scheduling period of the quotas [s]. A node's share is granted afresh each period, and a
+#: rank that computes after a wait first spends what is left of the current period's at full speed, so
+#: short compute phases run short: spin steps of 15 ms of CPU on 4 dilated nodes × 2 cores took 0.82-0.84
+#: of their dilated time with 20 ms periods, 0.89-0.97 with 5-10 ms (steps of 60 ms: 0.93-1.0 with 20 ms).
+#: But shorter periods lost more to a busy machine (load 10): one dilated node took 1.7-3.4 times its
+#: dilated time with 5-10 ms periods, 1.0-1.1 with 20 ms (docs/testbed.md)
 PERIOD_S = 0.02
 #: The kernel accepts quotas of 1 ms and more per period, periods up to 1 s
 _MIN_QUOTA_S, _MAX_PERIOD_S = 1e-3, 1.0
@@ -88,7 +92,8 @@ def why_no_quota(ctl: Controller | None) -> str | None:
 
 
 def period_for(cores: float) -> float:
-    """The period [s] of a quota of ``cores``: ``PERIOD_S``, longer when the quota would be under 1 ms."""
+    """The period [s] of a quota of ``cores``: ``PERIOD_S``, longer when the quota would be under 1 ms
+    (the kernel's least)."""
     return min(_MAX_PERIOD_S, max(PERIOD_S, _MIN_QUOTA_S / cores))
 
 

@@ -44,6 +44,7 @@ def test_the_cpu_controller_is_found_in_mountinfo(tmp_path):
     assert cpu.controller(v1 + v2).version == 1
     assert cpu.controller("36 25 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n") is None
     assert cpu.period_for(0.01) == pytest.approx(0.1) and cpu.period_for(2) == cpu.PERIOD_S
+    assert cpu.period_for(0.025) == pytest.approx(0.04)  # a quota of at least 1 ms
 
 
 @with_quotas
@@ -73,8 +74,8 @@ def test_groups_go_with_the_testbed_on_an_exception():
         with Testbed(2, 1) as tb:
             groups = [ctl.group(tb.namespace(n)) for n in tb.spec.node_names]
             assert all(g.is_dir() for g in groups)
-            assert cpu.quota(ctl, tb.namespace("node000")) == pytest.approx((1 / tb.dilation * cpu.PERIOD_S,
-                                                                           cpu.PERIOD_S))
+            period = cpu.period_for(tb.spec.node_cpu)
+            assert cpu.quota(ctl, tb.namespace("node000")) == pytest.approx((tb.spec.node_cpu * period, period))
             raise RuntimeError("the command's own failure")
     assert not any(g.exists() for g in groups)
 
