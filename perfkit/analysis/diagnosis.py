@@ -204,11 +204,13 @@ def _no_core_cause(nc: _NoCore) -> str:
 def _no_core_split(nc: _NoCore) -> str:
     """Sentence: the time without a core, its split, the switches and the compute's CPU availability."""
     rate = nc.involuntary / nc.region if nc.region > 0 else np.nan
-    waiting = (f" and {fmt.seconds(nc.waiting)} while waiting for other ranks in MPI calls, which costs nothing (a "
-               "rank waiting anyway loses no time off its core)") if nc.waiting >= 0.005 * nc.delay else ""
+    shown = nc.waiting >= 0.005 * nc.delay
+    waiting = f" and {fmt.seconds(nc.waiting)} while waiting for other ranks in MPI calls" if shown else ""
+    free = " (modelled split); the last costs nothing: a rank waiting anyway loses no time off its core" if shown \
+        else " (modelled split)"
     return (f"The ranks waited {fmt.seconds(nc.delay)} per rank for a core (run delay, measured): about "
             f"{fmt.seconds(nc.compute)} in compute, {fmt.seconds(nc.transfer)} in MPI calls outside their waits"
-            f"{waiting} (modelled); {fmt.seconds(nc.seconds)} per rank at stake. "
+            f"{waiting}{free}. At stake: {fmt.seconds(nc.seconds)} per rank. "
             f"{fmt.count(nc.involuntary)} involuntary context switches per rank ({fmt.count(rate)} per second), "
             f"against {fmt.count(nc.voluntary)} voluntary: the scheduler took the core away. Compute ran on a CPU "
             f"{fmt.percent(nc.availability)} of its wall time ({fmt.seconds(nc.compute_cpu)} of "

@@ -35,7 +35,7 @@ def test_oversubscribed_real_runs_name_the_cores_first_and_never_the_network(nam
     assert first["title"] == "Largest loss: ranks sharing cores (oversubscription: 4 ranks on a node with 2 cores)"
     assert found.iloc[1]["category"] == "cpu"
     assert found.iloc[1]["lead"].startswith("Ranks 0-3 shared 2 cores: 4 ranks on a node with 2 cores;")
-    assert "involuntary context switches" in found.iloc[1]["text"] and "(modelled)" in found.iloc[1]["text"]
+    assert "involuntary context switches" in found.iloc[1]["text"] and "(modelled split)" in found.iloc[1]["text"]
     assert blames_network(found) == []
 
 
@@ -48,7 +48,7 @@ def test_the_issues_md_code_is_no_longer_a_transfer_problem():
     assert not found["category"].isin(["transfer", "unexplained_wait"]).any()
     cpu = found[found["category"] == "cpu"].iloc[0]
     assert cpu["seconds"] == pytest.approx(17.4, abs=0.05)
-    assert "17.4 s per rank at stake" in cpu["text"]
+    assert "At stake: 17.4 s per rank" in cpu["text"]
     assert "other load took the cores too" in cpu["text"]  # 19.2 s against at most 10.4 s from sharing alone
 
 
