@@ -140,3 +140,20 @@ def test_peers_outside_the_communicator_are_counted(tmp_path: Path) -> None:
     assert ds["traffic"].sum().item() == 0
     assert any("communicator rank" in w for w in read_warnings(ds))
     np.testing.assert_array_equal(ds["profile"].isel(run=0).sel(function="MPI_Send", metric="bytes_sent"), [8, 0])
+
+
+def test_messages_outside_any_region_are_read_with_a_warning(tmp_path: Path) -> None:
+    """A rank whose events are messages outside any region (no frame to look them up in) is read, not a crash."""
+    with otf2.writer.open(str(tmp_path / "lone"), timer_resolution=RESOLUTION) as archive:
+        defs = archive.definitions
+        node = defs.system_tree_node("node0")
+        locations = [defs.location("Master thread", group=defs.location_group(f"MPI Rank {r}", system_tree_parent=node))
+                     for r in range(2)]
+        defs.group("", group_type=otf2.GroupType.COMM_LOCATIONS, paradigm=otf2.Paradigm.MPI, members=locations)
+        world = defs.comm("MPI_COMM_WORLD", group=defs.group("MPI_COMM_WORLD", group_type=otf2.GroupType.COMM_GROUP,
+                                                             paradigm=otf2.Paradigm.MPI, members=locations))
+        archive.event_writer_from_location(locations[0]).mpi_send(5, 1, world, 0, 8)
+        archive.event_writer_from_location(locations[1]).mpi_recv(6, 0, world, 0, 8)
+    ds = perfkit.open_profile(tmp_path / "lone" / "traces.otf2")
+    assert ds["traffic"].isel(run=0).sel(sender=0, receiver=1, quantity="bytes").item() == 8
+    assert sum("do not pair up" in w for w in read_warnings(ds)) == 2

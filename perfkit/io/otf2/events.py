@@ -45,6 +45,11 @@ def _kinds(*kinds: int) -> np.ndarray:
     return table
 
 
+def _frame(values: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """``values`` of each frame in ``frames``, any value where a frame is -1 (none; there may be no frame at all)."""
+    return values[np.maximum(frames, 0)] if values.size else np.zeros(frames.size, dtype=values.dtype)
+
+
 #: Events that belong to an instance (messages, requests, collectives), and those naming a request.
 _HOLDS = _kinds(b.SEND, b.ISEND, b.IRECV_REQUEST, b.RECV, b.IRECV, b.COLL_END)
 _REQUESTS = _kinds(b.IRECV_REQUEST, b.IRECV, b.CANCELLED)
@@ -117,9 +122,19 @@ class RankReducer:
 
     def add(self, rows: np.ndarray) -> None:
         """Reduce one batch of events (``batches`` layout: (field, event), in time order)."""
+        if self.cpu is None:
+            self._reduce(rows)
+            return
+        events = np.flatnonzero(rows[b.KIND] != b.METRIC)  # metrics are the CPU reducer's alone
+        slot_before = np.full(rows.shape[1], -1, dtype=np.int64)
+        slot_before[events] = self._reduce(rows[:, events])
+        self.cpu.add(rows, slot_before)
+
+    def _reduce(self, rows: np.ndarray) -> np.ndarray:
+        """Reduce a batch of events other than metrics; the region slot open before each event (-1: none)."""
         n = rows.shape[1]
         if not n:
-            return
+            return _EMPTY
         kind, t = rows[b.KIND], rows[b.TIME]
         if self.first < 0:
             self.first = self.last = int(t[0])
@@ -140,10 +155,8 @@ class RankReducer:
 
         # exclusive ticks and compute ticks: the time since the last event belongs to the innermost region
         inside = top_before >= 0
-        slot_before = np.where(inside, f_slot[np.maximum(top_before, 0)], self.slots - 1)
+        slot_before = np.where(inside, _frame(f_slot, top_before), self.slots - 1)
         self.sums[0] += np.bincount(slot_before[inside], weights=dt[inside], minlength=self.slots).astype(np.int64)
-        if self.cpu is not None:
-            self.cpu.add(rows, is_enter | is_leave, np.where(inside, slot_before, -1))
         compute_dt = np.where(inside & (self.kind_of[slot_before] == COMPUTE_KIND), dt, 0)
         computed = self.computed + np.cumsum(compute_dt)
         f_computed = np.concatenate([self.stack[3], computed[enters]])
@@ -169,10 +182,10 @@ class RankReducer:
         self.n_inst += fresh.size
         lone = self.n_inst + np.arange(int(outside.sum()))
         self.n_inst += lone.size
-        ev_inst = np.where(outside, 0, f_inst[np.maximum(frame, 0)])
+        ev_inst = np.where(outside, 0, _frame(f_inst, frame))
         ev_inst[outside] = lone
-        ev_slot = np.where(outside, self.slots - 1, f_slot[np.maximum(frame, 0)])
-        ev_enter = np.where(outside, t[events], f_enter[np.maximum(frame, 0)])
+        ev_slot = np.where(outside, self.slots - 1, _frame(f_slot, frame))
+        ev_enter = np.where(outside, t[events], _frame(f_enter, frame))
         ref = np.where(f_slot[fresh] == self.slots - 1, -1, f_slot[fresh])
         leave = np.where(f_close[fresh] >= 0, f_close[fresh], f_enter[fresh])
         self.tables["inst"].append(np.column_stack([ref, f_enter[fresh], leave, f_computed[fresh]]))
@@ -184,12 +197,13 @@ class RankReducer:
         self._messages(rows, events, ev_inst, ev_slot)
         self._receives(rows, events, ev_inst, ev_slot, ev_enter)
         if self.bins is not None:
-            self._timeline(t, is_enter | popped, np.where(top >= 0, f_slot[np.maximum(top, 0)], -1))
+            self._timeline(t, is_enter | popped, np.where(top >= 0, _frame(f_slot, top), -1))
 
         still = f_close < 0
         self.stack = np.stack([f_slot[still], f_enter[still], f_inst[still], f_computed[still]])
         self.computed = int(computed[-1])
         self.last = int(t[-1])
+        return np.where(inside, slot_before, -1)
 
     @staticmethod
     def _innermost(depth: np.ndarray, is_enter: np.ndarray, p: int) -> np.ndarray:
@@ -343,12 +357,12 @@ class CpuReducer:
         self.pending: tuple[int, int, float] | None = None  # a batch's last event, a metric: tick, position, value
         self.problem = ""
 
-    def add(self, rows: np.ndarray, marks: np.ndarray, slot_before: np.ndarray) -> None:
-        """Reduce one batch: ``marks`` its Enter and Leave events, ``slot_before`` the region slot open before each
-        event (-1: none)."""
+    def add(self, rows: np.ndarray, slot_before: np.ndarray) -> None:
+        """Reduce one batch, given the region slot open before each event (-1: none)."""
         if self.problem:
             return
-        is_metric = rows[b.KIND] == b.METRIC
+        kind = rows[b.KIND]
+        is_metric, marks = kind == b.METRIC, (kind == b.ENTER) | (kind == b.LEAVE)
         ours = is_metric & (rows[b.A] == self.metric.ref)
         seq = np.flatnonzero(~is_metric | ours)  # the events in question: other metrics are not among them
         lead = int(self.pending is not None)  # the sequence starts with the carried metric, if any
