@@ -617,14 +617,19 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
             caveats = ("cannot_tell", *caveats)
         elif (rate := _transfer_rate(context, i)) is not None and rate[0] < SLOW_TRANSFER:
             title = (f"Largest loss: MPI transfers far too slow for the data moved (transfer efficiency "
-                     f"{v['transfer_efficiency']:.2f}); ranks sharing cores or interference, not the network")
+                     f"{v['transfer_efficiency']:.2f}); " + ("ranks sharing cores or interference, not the network"
+                                                              if nc is None else "not the network"))
             lead = (f"{efficiency}: {not_compute}; the largest loss is transfer at only {fmt.byterate(rate[0])}, too "
                     "slow for any network.")
             details += (f" Transfers take {fmt.seconds(rate[2])} per rank on average to move {fmt.nbytes(rate[1])} "
                         f"({fmt.byterate(rate[0])}, {fmt.seconds(rate[3])} per call): no network or shared memory is "
                         "that slow. Ranks that are not running while their partners wait for them look like this: "
                         "more ranks than cores (check ranks per node against cores per node) or other load on the "
-                        "nodes. A profile cannot tell which; `top` on a node or fewer ranks per node can.")
+                        "nodes. " + ("A profile cannot tell which; `top` on a node or fewer ranks per node can."
+                                     if nc is None else f"Yet waiting for a core cost only {fmt.seconds(nc.seconds)} "
+                                     f"per rank (run delay {fmt.seconds(nc.delay)}, measured): not that either; a "
+                                     "trace of the calls shows where their time goes.")
+                        + _no_cpu(context, nc, i))
         elif one_host:
             title = f"Largest loss: shared-memory transfer (transfer efficiency {v['transfer_efficiency']:.2f})"
             lead = f"{efficiency}: {not_compute}; the largest loss is moving data, {fmt.seconds(losses[largest])}."

@@ -155,3 +155,14 @@ def test_a_quota_of_cores_below_the_ranks_is_oversubscription():
     ds["rank_cpu"].loc[{"cpu_stat": "cpu_quota"}] = 1.5
     cpu = diagnose(ds).query("category == 'cpu'").iloc[0]
     assert cpu["title"] == "Oversubscription: 3 ranks on a node with 1.5 cores"
+
+
+def test_transfers_too_slow_with_cores_to_spare_are_not_blamed_on_sharing():
+    """Slow transfers (1 MB/s) are what ranks without a core look like; with CPU measured and no run delay to speak
+    of, the summary says it is not that either."""
+    found = diagnose(own_cores(nbytes=1e5))
+    assert found["title"][0].endswith("(transfer efficiency 0.84); not the network")
+    assert "Yet waiting for a core cost only 5.80 ms per rank (run delay 6.00 ms, measured)" in found["text"][0]
+    without = diagnose(own_cores(nbytes=1e5, cpu=False))
+    assert without["title"][0].endswith("ranks sharing cores or interference, not the network")
+    assert "CPU was not measured" in without["text"][0]

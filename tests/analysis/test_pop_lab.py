@@ -53,7 +53,9 @@ FIRST = {
     # preempts them; only the second is recognisable from a profile, the first is "cannot tell"
     # with ranks sharing cores among the candidates. On a quiet machine the scheduler may also keep
     # the same rank off a core before every barrier: the measured collective waits then name it last
-    # at every call, which is what the run did (a9e6284 gives the same on such a machine)
+    # at every call, which is what the run did (a9e6284 gives the same on such a machine). With CPU measured (the
+    # collector's default) the run delay names it: "ranks sharing cores (oversubscription: 4 ranks on a node with 2
+    # cores)"; tests/analysis/test_diagnosis_cpu.py holds that on real runs
     "oversubscribed": ("sharing cores", "cannot tell", "imbalance between phases (last at every call"),
 }
 
