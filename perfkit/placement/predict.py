@@ -18,13 +18,14 @@ rate is unknown: the network time ranges from 0 to ``M``, the point in the middl
 Time without a core (profiles that measured CPU, ``perfkit.placement.cpu_evidence``) is not network time.
 Of ``M``, the busiest rank's wait for the critical rank's compute (the longest) is held fixed where that
 compute did more CPU work or waited longer for a core than the busiest rank's own (a placement fills the
-same cores, so each rank's share of a core stays); the links explain what they can of the rest
+same cores, so each rank's share of a core is taken to stay); the links explain what they can of the rest
 (``min(rest, L / 0.95)``: a busy-polling rank taken off its core while it waits for a link loses nothing);
-the busiest rank's own run delay in MPI beyond that is held fixed too; only what is left scales as
-above. What is not measured widens the interval: the held time off a core may still go with the bytes
-between nodes or vanish with the links' time as the old rest did (where the machine's cores also carry
-the bytes), and the own run delay may not have overlapped the links' time at all (held first, up to
-MPI's wall - CPU time).
+the busiest rank's own run delay in MPI beyond that is held fixed too; only what is left scales as above.
+What is not measured widens the interval: the held time off a core may shrink with the bytes between nodes
+or vanish with the links' time as the old rest did (where the machine's cores also carry the bytes, fewer
+bytes leave the ranks more of them; more bytes cost at most their links' time, above); the own run delay
+may not have overlapped the links' time at all (held first, up to MPI's wall - CPU time); and the critical
+rank's share of a core may move to the run's fair share (who shares its core changes with the launch).
 """
 
 from __future__ import annotations
@@ -198,14 +199,16 @@ def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after:
              network: Network, placement_before: str, *, rest_with_links: bool = False) -> Prediction:
     during, ranks_mpi = _rank_seconds(ds, run)
     elapsed, mpi = float(during.max()), float(ranks_mpi.max())
-    cpu = cpu_evidence(ds, run, ranks_mpi.values)
+    cpu = cpu_evidence(ds, run, ranks_mpi.values, elapsed)
     peers, own, own_first = _held(cpu, mpi, before["seconds"])
     unknown = network.sources.get("node_link_Bps") == UNKNOWN
     capped = cpu is not None
     point, candidates = _scenarios(elapsed, mpi - peers - own, before, after, unknown, rest_with_links, capped)
     if capped:  # what the CPU evidence does not settle (module docstring)
-        for moved in (mpi - min(mpi, cpu.peer_extra_cpu), mpi - peers - own_first):
-            candidates += _scenarios(elapsed, moved, before, after, unknown, rest_with_links, capped)[1]
+        moved = mpi - min(mpi, cpu.peer_extra_cpu)  # time off a core going as the old rest did: only down
+        candidates.append(min(_scenarios(elapsed, moved, before, after, unknown, rest_with_links, capped)[1]))
+        candidates += _scenarios(elapsed, mpi - peers - own_first, before, after, unknown, rest_with_links, capped)[1]
+        candidates += [c + cpu.share_shift for c in candidates]  # the critical rank at the run's fair share
     low, high = min(candidates) * (1 - REPEATABILITY), max(candidates) * (1 + REPEATABILITY)
     return Prediction(what, before["inter_node_bytes"], after["inter_node_bytes"], elapsed, point, low, high, before,
                       after, mpi, network, placement_before, cpu, (peers, own))
