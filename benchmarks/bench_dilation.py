@@ -7,12 +7,15 @@
    busy (spin ranks on the other cores of both nodes and on every core of the other nodes); the rate
    the receiver saw as a share of the dilated link rate (at most 99.3%: Ethernet, IP and TCP headers
    of 9000-byte frames).
-3. Headroom: the full-load case of 2. on 4 nodes × 2 cores with k from headrooms of 0 to 0.5 cores,
+3. Headroom: the full-load case of 2. on 4 nodes × 2 cores with k = 8 / (2 − headroom), 0 to 0.5 cores,
    the spin ranks' stretch and the transfer's share beside the kernel's soft-interrupt time
    (``/proc/stat``), which runs outside every quota.
+4. Kernel: soft-interrupt time of 100 MB transfers between two undilated nodes at 0.2, 1 and 4 Gbit/s
+   (less an idle spell's), per Gbit/s: what the headroom must hold at the links' dilated rates.
 
 Each case is run ``--repeats`` times (3) and the median kept; the load average is recorded with it,
-as this machine may be shared. Writes ``results/dilation.json`` (docs/testbed.md quotes it).
+as this machine may be shared. Writes ``results/dilation.json`` (docs/testbed.md quotes it); ``--parts``
+measures some parts again and keeps the others' results.
 Needs root (the testbed), Open MPI and cgroup's cpu controller. Run: ``python benchmarks/bench_dilation.py``.
 """
 
@@ -33,13 +36,13 @@ sys.path.insert(0, str(ROOT))
 
 from perfkit.collect.testbed import Testbed, cpu, why_unavailable  # noqa: E402
 from perfkit.collect.testbed.cluster import machine_cores  # noqa: E402
-from perfkit.collect.testbed.spec import HEADROOM_CORES, auto_dilation  # noqa: E402
+from perfkit.collect.testbed.spec import HEADROOM_CORES, NETWORK_CORES_PER_BIT_S  # noqa: E402
 from tests.collect.testbed.testbed_support import build_spin, spin_times, transfer  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "dilation.json"
 SPIN_STEP, SPIN_STEPS = 30_000_000, 4  # about 0.25 s of CPU a rank
 TRANSFER_BYTES = 20_000_000
-PARTS = ["scaling", "transfer", "headroom"]
+PARTS = ["scaling", "transfer", "headroom", "kernel"]
 
 
 def _softirq_s() -> float:
@@ -107,8 +110,9 @@ def loaded_transfer(exe: Path, work: Path, nodes: int, dilation: float, busy: bo
                 time.sleep(lead)
                 rate = transfer(tb, TRANSFER_BYTES)
                 spinner.wait(timeout=600)
-            # ranks 0 and 1 share node000 and node001 with the transfer (and its waits): the others fill their nodes
-            spun = _stretch(log.read_text(), 2 * nodes - 2, tb.dilation, first=2)
+            # ranks 0 and 1 share node000 and node001 with the transfer (and its waits): the others fill their
+            # nodes (with 2 nodes there are no others)
+            spun = _stretch(log.read_text(), 2 * nodes - 2, tb.dilation, first=2 if nodes > 2 else 0)
         else:
             rate, spun = transfer(tb, TRANSFER_BYTES), {}
         soft_cores = (_softirq_s() - soft) / (time.monotonic() - start)
@@ -116,6 +120,22 @@ def loaded_transfer(exe: Path, work: Path, nodes: int, dilation: float, busy: bo
             "rate_bit_s": rate, "share": rate / tb.spec.link_rate, "softirq_cores": soft_cores,
             "spin_stretch": spun.get("stretch"), "spin_stretch_max": spun.get("stretch_max"),
             "load": os.getloadavg()[0]}
+
+
+def kernel_cost(rate: float) -> dict:
+    """Soft-interrupt time [cores] during a 100 MB transfer between two undilated nodes at ``rate``
+    [bit/s], less that of as long a spell without it just before: the links' work outside every quota."""
+    with Testbed(2, 1, bandwidth=rate, dilation=1) as tb:
+        transfer(tb, 1_000_000)  # the sender and receiver's files read, once
+        soft, start = _softirq_s(), time.monotonic()
+        measured = transfer(tb, 100_000_000)
+        spell = time.monotonic() - start
+        during = (_softirq_s() - soft) / spell
+        soft = _softirq_s()
+        time.sleep(spell)
+        idle = (_softirq_s() - soft) / spell
+    return {"link_bit_s": rate, "rate_bit_s": measured, "softirq_cores": during, "softirq_idle_cores": idle,
+            "softirq_cores_per_gbit_s": (during - idle) / (measured / 1e9), "load": os.getloadavg()[0]}
 
 
 def _median_by(runs: list[dict], key: str) -> dict:
@@ -133,8 +153,14 @@ def main() -> None:
         sys.exit(f"bench_dilation: {why}")
     work = Path(tempfile.mkdtemp(prefix="perfkit-bench-dilation-"))
     exe = build_spin(work)
-    result = {"machine_cores": machine_cores(), "headroom_cores": HEADROOM_CORES, "period_s": cpu.PERIOD_S,
-              "load_before": os.getloadavg()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    # parts measured at different times are kept side by side: a run replaces only the parts it measures
+    result = json.loads(args.out.read_text()) if args.out.exists() else {}
+    result.update(machine_cores=machine_cores(), headroom_cores=HEADROOM_CORES, period_s=cpu.PERIOD_S,
+                  network_cores_per_bit_s=NETWORK_CORES_PER_BIT_S)
+    result.setdefault("runs", []).append({"parts": args.parts, "load_before": os.getloadavg()[0],
+                                          "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+    for part in args.parts:
+        result.pop(part, None)
     if "scaling" in args.parts:
         result["scaling"] = scaling(exe, work, args.repeats)
     for nodes in (2, 8) if "transfer" in args.parts else ():
@@ -145,13 +171,19 @@ def main() -> None:
                   f"{row['link_bit_s'] / 1e6:.1f} Mbit/s, spin stretch {row['spin_stretch']}, load {row['load']:.1f}",
                   flush=True)
     for headroom in (0.0, 0.1, 0.25, 0.5) if "headroom" in args.parts else ():
-        k = auto_dilation(4, 2, machine_cores(), headroom)
+        k = round(4 * 2 / (machine_cores() - headroom), 2)  # the ranks' cores only, the rest kept for the kernel
         row = _median_by([loaded_transfer(exe, work, 4, k, True) for _ in range(args.repeats)], "spin_stretch")
         result.setdefault("headroom", []).append({"headroom_cores": headroom, **row})
         print(f"headroom {headroom:.2f} (k {k:.2f}): spin stretch {row['spin_stretch']:.3f} (max "
               f"{row['spin_stretch_max']:.3f}), transfer {row['share']:.3f}, softirq {row['softirq_cores']:.3f} cores, "
               f"load {row['load']:.1f}", flush=True)
-    result["load_after"] = os.getloadavg()[0]
+    for rate in (200e6, 1e9, 4e9) if "kernel" in args.parts else ():
+        row = _median_by([kernel_cost(rate) for _ in range(args.repeats)], "softirq_cores_per_gbit_s")
+        result.setdefault("kernel", []).append(row)
+        print(f"kernel at {rate / 1e6:g} Mbit/s: {row['rate_bit_s'] / 1e6:.0f} Mbit/s, softirq "
+              f"{row['softirq_cores']:.3f} cores (idle {row['softirq_idle_cores']:.3f}), "
+              f"{row['softirq_cores_per_gbit_s']:.3f} cores per Gbit/s, load {row['load']:.1f}", flush=True)
+    result["runs"][-1]["load_after"] = os.getloadavg()[0]
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -43,9 +43,10 @@ class Testbed:
 
         self.cpu = cpu.controller()
         self.notes: list[str] = []
-        self.spec = TestbedSpec(nodes, cores, parse_rate(bandwidth), parse_time(latency), switch_size,
+        rate = parse_rate(bandwidth)
+        self.spec = TestbedSpec(nodes, cores, rate, parse_time(latency), switch_size,
                                 None if uplink is None else parse_rate(uplink), clock_skew,
-                                self._dilation(nodes, cores, dilation))
+                                self._dilation(nodes, cores, rate, dilation))
         self.tag = f"{os.getpid()}-{secrets.token_hex(3)}"
         self.state: Path | None = None
         self._spaces: list[str] = []
@@ -53,7 +54,7 @@ class Testbed:
         self._previous: dict[int, Any] = {}
         self.environment: dict[str, str] = {}
 
-    def _dilation(self, nodes: int, cores: int, asked: float | str | None) -> float:
+    def _dilation(self, nodes: int, cores: int, bandwidth: float, asked: float | str | None) -> float:
         """The dilation factor k of ``asked`` (None: ``"auto"`` when oversubscribed, else 1)."""
         if asked is None:
             if nodes * cores <= machine_cores():
@@ -64,7 +65,7 @@ class Testbed:
                 return 1.0
             asked = "auto"
         if asked == "auto":
-            return auto_dilation(nodes, cores, machine_cores())
+            return auto_dilation(nodes, cores, machine_cores(), bandwidth)
         try:
             return float(asked)
         except ValueError:

@@ -191,6 +191,9 @@ def run_loop(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:
         return _stopped("loop", exc)
     (out / "loop.json").write_text(json.dumps(rows, indent=1) + "\n")
+    if rows and rows[0]["dilation"] > 1:
+        print(f"times are the testbed's, dilated {rows[0]['dilation']:g}x (links at "
+              f"{rows[0]['link_bit_s'] / 1e6:.4g} Mbit/s): cluster time = time / {rows[0]['dilation']:g}")
     for r in rows:
         print(f"{r['strategy']}: inter-node bytes predicted {r['bytes_predicted'] / 1e6:.2f} MB, measured "
               f"{r['bytes_measured'] / 1e6:.2f} MB ({r['bytes_error_pct']:+.2f}%); elapsed "

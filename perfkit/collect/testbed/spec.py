@@ -98,16 +98,24 @@ class TestbedSpec:
         return out
 
 
-#: Cores of this machine left to what no node's quota covers [cores]: the kernel's networking (the
-#: links' TCP, veth and shaping run in soft interrupts, outside every quota), the launchers and the
-#: testbed itself (measured: docs/testbed.md, "Time dilation")
-HEADROOM_CORES = 0.25
+#: Cores of this machine kept for what runs outside every node and is not the links' work: the
+#: testbed's own process and the machine's other processes, which the nodes' heavy weights otherwise
+#: leave only what the quotas do not take [cores]
+HEADROOM_CORES = 0.1
+#: The kernel's work per bit/s a shaped link carries, in soft interrupts, outside every quota (the token
+#: buckets release queued frames from a timer) [cores per bit/s]: 0.34-0.43 cores per Gbit/s measured at
+#: 0.2 and 1 Gbit/s between two nodes (0.04 at 4 Gbit/s, where the buckets rarely hold frames back)
+NETWORK_CORES_PER_BIT_S = 0.45e-9
 
 
-def auto_dilation(nodes: int, cores: int, machine_cores: int, headroom: float = HEADROOM_CORES) -> float:
-    """The smallest k (>= 1, rounded up to 0.01) at which ``nodes`` × ``cores`` emulated cores, each
-    running 1 / k as fast, fit in ``machine_cores`` less ``headroom`` [cores]."""
+def auto_dilation(nodes: int, cores: int, machine_cores: int, bandwidth: float, *,
+                  headroom: float = HEADROOM_CORES, network: float = NETWORK_CORES_PER_BIT_S) -> float:
+    """The smallest k (>= 1, rounded up to 0.01) at which ``nodes`` nodes fit in ``machine_cores`` less
+    ``headroom`` [cores], each node asking ``cores`` for its ranks and ``network × bandwidth`` for the
+    kernel's work on its link [bit/s], both k times slower: k = nodes × (cores + network × bandwidth) /
+    (machine_cores − headroom). The nodes' quotas (cores / k each) then leave the kernel what their links
+    need at their dilated rate (bandwidth / k) on top of the headroom."""
     usable = machine_cores - headroom
     if usable <= 0:
         raise ValueError(f"{machine_cores} core(s) leave nothing beside a headroom of {headroom} cores")
-    return max(1.0, math.ceil(nodes * cores / usable * 100 - 1e-9) / 100)
+    return max(1.0, math.ceil(nodes * (cores + network * bandwidth) / usable * 100 - 1e-9) / 100)

@@ -14,7 +14,7 @@ import pytest
 
 from perfkit.collect.testbed import Testbed, TestbedSpec, cpu
 from perfkit.collect.testbed.cluster import machine_cores
-from perfkit.collect.testbed.spec import HEADROOM_CORES, auto_dilation
+from perfkit.collect.testbed.spec import HEADROOM_CORES, NETWORK_CORES_PER_BIT_S, auto_dilation
 from tests.collect.testbed.testbed_support import WHY_NO_OPENMPI, WHY_NO_TESTBED, build_spin, spin_times, transfer
 
 WHY_NO_QUOTA = WHY_NO_TESTBED or cpu.why_no_quota(cpu.controller())
@@ -22,10 +22,12 @@ with_quotas = pytest.mark.skipif(WHY_NO_QUOTA is not None, reason=WHY_NO_QUOTA o
 SPIN = ("30000000", "4")  # iterations a step, steps: about 0.25 s of CPU a rank
 
 
-def test_auto_dilation_fits_the_nodes_in_the_machines_cores_less_a_headroom():
-    assert auto_dilation(4, 2, 2) == pytest.approx(8 / (2 - HEADROOM_CORES), abs=0.01)
-    assert auto_dilation(4, 2, 2) >= 8 / (2 - HEADROOM_CORES)  # rounded up: the quotas never ask for more
-    assert auto_dilation(1, 1, 64) == 1.0
+def test_auto_dilation_fits_the_nodes_and_their_links_work_in_the_machines_cores_less_a_headroom():
+    need = 4 * (2 + NETWORK_CORES_PER_BIT_S * 200e6)  # cores for the ranks, the kernel's work on the links
+    assert auto_dilation(4, 2, 2, 200e6) == pytest.approx(need / (2 - HEADROOM_CORES), abs=0.01)
+    assert auto_dilation(4, 2, 2, 200e6) >= need / (2 - HEADROOM_CORES)  # rounded up: never asking for more
+    assert auto_dilation(4, 2, 2, 1e9) > auto_dilation(4, 2, 2, 200e6)
+    assert auto_dilation(1, 1, 64, 200e6) == 1.0
     spec = TestbedSpec(4, 2, bandwidth=200e6, latency=1e-4, dilation=4.0)
     assert (spec.link_rate, spec.link_latency, spec.node_cpu) == (50e6, 4e-4, 0.5)
     assert spec.as_dict()["bandwidth"] == 200e6 and spec.as_dict()["link_rate"] == 50e6
@@ -106,7 +108,7 @@ def test_compute_time_stays_constant_in_cluster_time_and_the_quota_applies(tmp_p
         with Testbed(nodes, 2, dilation="auto") as tb:
             times, report = _spin(tb, exe, tmp_path)
         stretch[nodes] = statistics.mean(w / report["dilation"] / c for w, c in times)
-    assert report["dilation"] == auto_dilation(4, 2, 2)
+    assert report["dilation"] == auto_dilation(4, 2, 2, tb.spec.bandwidth)
     assert report["cluster_s"] == pytest.approx(report["wall_s"] / report["dilation"])
     for ranks_of_node, throttled in zip((times[0:2], times[2:4], times[4:6], times[6:8]), report["cpu"]):
         assert throttled["throttled"] > 0
