@@ -12,7 +12,6 @@ rankfile run gave it its fair 0.25: a share the prediction cannot know, see ``cp
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,32 +19,15 @@ import pytest
 import perfkit
 from perfkit.collect.lab import patterns
 from perfkit.collect.lab.build import missing_tools
-from perfkit.collect.testbed import Testbed, why_unavailable
-from perfkit.collect.testbed.loop import mpi_launch, profiled_run
-from perfkit.model import CPU_TIME
+from perfkit.collect.testbed import why_unavailable
 from perfkit.placement.cpu_evidence import NOT_MEASURED
 from perfkit.placement.network import Network
 from perfkit.placement.predict import predict_network, predict_placement
 from perfkit.placement.strategies import place
 from tests.helpers import ROOT
-from tests.placement.busy_support import busy_exchange_binary
+from tests.placement.busy_support import busy_exchange_binary, busy_loop
 
 NODES, CORES, RATE = 4, 2, 200e6
-
-
-def _without_cpu(ds):
-    """The profile as a collector without CPU measurement would have written it."""
-    return ds.drop_vars("rank_cpu").sel(metric=[m for m in ds["metric"].values if m != CPU_TIME])
-
-
-def _alternated(tb: Testbed, launches: dict[str, list[str]], work: Path, repeats: int = 3) -> dict[str, dict]:
-    """Each launch run ``repeats`` times, in turn with the others; the run of median elapsed time of each."""
-    runs: dict[str, list[dict]] = {name: [] for name in launches}
-    for i in range(repeats):
-        for name, launch in launches.items():
-            runs[name].append(profiled_run(tb, launch, work / f"{name}-{i}.mpinside", 600))
-    return {name: sorted(done, key=lambda r: r["elapsed"])[(repeats - 1) // 2] | {
-        "elapsed_all": [r["elapsed"] for r in done]} for name, done in runs.items()}
 
 
 @pytest.fixture(scope="module")
@@ -59,29 +41,20 @@ def imbalanced_ring(tmp_path_factory):
     ring = patterns.ring(NODES * CORES, 1) * int(RATE / 8 * 0.03)  # the busiest link 30 ms a step, block
     program = [str(busy_exchange_binary(late_factor=8.0)), str(patterns.write_pattern(ring, work / "ring.txt")),
                "steps=10", "step=0.01"]
-    topology = perfkit.Topology(nodes=NODES, cores=CORES)
-    placed = {s: place(ring, topology, strategy=s) for s in ("block", "round_robin")}
-    for strategy, placement in placed.items():
-        placement.write("rankfile", work / strategy)
-    launches = {s: mpi_launch("openmpi", NODES * CORES, program, ("--rankfile", str(work / s))) for s in placed}
-    with Testbed(NODES, CORES, bandwidth=RATE, dilation=1) as tb:
-        runs = _alternated(tb, launches, work)
-    return runs, placed["round_robin"]
+    (row,) = busy_loop(program, ring, nodes=NODES, cores=CORES, bandwidth=RATE, strategies=("round_robin",), work=work)
+    return row
 
 
 def test_waiting_for_a_core_is_not_scaled_with_the_links(imbalanced_ring):
     """Round-robin doubles the ring's bytes between nodes and its links' time; most of the busiest rank's MPI time
     was waiting for rank 0, which waited for a core. The CPU-aware prediction holds that wait and comes true;
     the model without CPU (all of the MPI time with the links and bytes) predicted a far slower run."""
-    runs, placed = imbalanced_ring
-    before, after = runs["block"], runs["round_robin"]
-    network = Network.described(RATE)
-    p = predict_placement(before["profile"], placed, network)
-    old = predict_placement(_without_cpu(before["profile"]), placed, network)
-    measured = after["elapsed"]
+    p, old, measured = imbalanced_ring["prediction"], imbalanced_ring["prediction_without_cpu"], \
+        imbalanced_ring["elapsed_measured"]
     cpu = p.cpu_dict()
-    report = (f"before {before['elapsed_all']}, after {after['elapsed_all']}; predicted {p.elapsed_after:.2f} "
-              f"[{p.elapsed_after_low:.2f}, {p.elapsed_after_high:.2f}], without CPU {old.elapsed_after:.2f}; {cpu}")
+    report = (f"before {imbalanced_ring['elapsed_before_all']}, after {imbalanced_ring['elapsed_after_all']}; "
+              f"predicted {p.elapsed_after:.2f} [{p.elapsed_after_low:.2f}, {p.elapsed_after_high:.2f}], "
+              f"without CPU {old.elapsed_after:.2f}; {cpu}")
     assert p.inter_node_bytes_after == pytest.approx(2 * p.inter_node_bytes_before), report
     assert cpu["critical_rank"] == 0 and cpu["held_peers_s"] > 0.5 * p.mpi_seconds, report
     assert p.elapsed_after_low <= measured <= p.elapsed_after_high, report
@@ -92,8 +65,9 @@ def test_waiting_for_a_core_is_not_scaled_with_the_links(imbalanced_ring):
 
 def test_evidence_in_the_json(imbalanced_ring):
     """Every number the prediction held is in its JSON, with the evidence behind it, for placements and networks."""
-    runs, placed = imbalanced_ring
+    runs = imbalanced_ring["runs"]
     profile = runs["block"]["profile"]
+    placed = place(profile, perfkit.Topology(nodes=NODES, cores=CORES), strategy="round_robin")
     for p in (predict_placement(profile, placed, Network.described(RATE)),
               predict_network(profile, 4.0, Network.described(RATE), placed.topology)):
         cpu = p.as_dict()["cpu"]
