@@ -3,8 +3,9 @@
 1. Scaling: ``spin`` (tests/collect/testbed/spin.c: the same CPU work on every rank) on 1, 2, 4 and 8
    nodes × 2 cores, with dilation auto and without (k = 1). ``stretch``: a rank's compute time in
    cluster time (wall / k) over its CPU time (what it takes on a core of its own); 1 is faithful.
-2. Transfers: 20 MB between two nodes at 200 Mbit/s, dilated, alone and with every other emulated core
-   busy (spin ranks on the other cores of both nodes and on every core of the other nodes); the rate
+2. Transfers: 20 MB between two nodes at 200 Mbit/s (2 and 8 nodes) and 1 Gbit/s (4 nodes), dilated,
+   alone and with every other emulated core busy (spin ranks on the other cores of both nodes and on
+   every core of the other nodes); the rate
    the receiver saw as a share of the dilated link rate (at most 99.3%: Ethernet, IP and TCP headers
    of 9000-byte frames).
 3. Headroom: the full-load case of 2. on 4 nodes × 2 cores with k = 8 / (2 − headroom), 0 to 0.5 cores,
@@ -92,10 +93,11 @@ def scaling(exe: Path, work: Path, repeats: int) -> list[dict]:
     return rows
 
 
-def loaded_transfer(exe: Path, work: Path, nodes: int, dilation: float, busy: bool) -> dict:
-    """20 MB node000 -> node001 on ``nodes`` × 2 cores at 200 Mbit/s and ``dilation``; with ``busy``, spin
-    ranks on every other emulated core meanwhile (the stretch of those on nodes 2... reported too)."""
-    with Testbed(nodes, 2, bandwidth="200mbit", dilation=dilation) as tb:
+def loaded_transfer(exe: Path, work: Path, nodes: int, dilation: float | str, busy: bool,
+                    bandwidth: float = 200e6) -> dict:
+    """20 MB node000 -> node001 on ``nodes`` × 2 cores at ``bandwidth`` [bit/s] and ``dilation``; with
+    ``busy``, spin ranks on every other emulated core meanwhile (the stretch of those on nodes 2... reported too)."""
+    with Testbed(nodes, 2, bandwidth=bandwidth, dilation=dilation) as tb:
         soft, start = _softirq_s(), time.monotonic()
         if busy:
             hosts = ",".join(["node000:1", "node001:1", *(f"{n}:2" for n in tb.spec.node_names[2:])])
@@ -116,7 +118,8 @@ def loaded_transfer(exe: Path, work: Path, nodes: int, dilation: float, busy: bo
         else:
             rate, spun = transfer(tb, TRANSFER_BYTES), {}
         soft_cores = (_softirq_s() - soft) / (time.monotonic() - start)
-    return {"nodes": nodes, "cores": 2, "dilation": tb.dilation, "busy": busy, "link_bit_s": tb.spec.link_rate,
+    return {"nodes": nodes, "cores": 2, "dilation": tb.dilation, "busy": busy, "bandwidth_bit_s": bandwidth,
+            "link_bit_s": tb.spec.link_rate,
             "rate_bit_s": rate, "share": rate / tb.spec.link_rate, "softirq_cores": soft_cores,
             "spin_stretch": spun.get("stretch"), "spin_stretch_max": spun.get("stretch_max"),
             "load": os.getloadavg()[0]}
@@ -163,9 +166,10 @@ def main() -> None:
         result.pop(part, None)
     if "scaling" in args.parts:
         result["scaling"] = scaling(exe, work, args.repeats)
-    for nodes in (2, 8) if "transfer" in args.parts else ():
+    for nodes, bandwidth in ((2, 200e6), (8, 200e6), (4, 1e9)) if "transfer" in args.parts else ():
         for busy in (False, True):
-            row = _median_by([loaded_transfer(exe, work, nodes, "auto", busy) for _ in range(args.repeats)], "share")
+            row = _median_by([loaded_transfer(exe, work, nodes, "auto", busy, bandwidth)
+                              for _ in range(args.repeats)], "share")
             result.setdefault("transfer", []).append(row)
             print(f"transfer {nodes} x 2, k {row['dilation']:.2f}, busy {busy}: {row['share']:.3f} of "
                   f"{row['link_bit_s'] / 1e6:.1f} Mbit/s, spin stretch {row['spin_stretch']}, load {row['load']:.1f}",

@@ -151,8 +151,9 @@ class Testbed:
             netns.shape(node, "eth0", spec.link_rate, spec.link_latency / 2)
             netns.shape(above, port, spec.link_rate, spec.link_latency / 2)
         if self.cpu is not None and not cpu.why_no_quota(self.cpu):
+            fits = spec.nodes * spec.node_cpu <= machine_cores()  # then first claim on the cores, as if alone
             for name in spec.node_names:
-                cpu.create(self.cpu, self.namespace(name), spec.node_cpu)
+                cpu.create(self.cpu, self.namespace(name), spec.node_cpu, heavy=fits)
                 self._groups.append(self.namespace(name))
         procs = {n: self.cpu.procs_from_nodes(self.namespace(n)) for n in spec.node_names} if self._groups else {}
         write_launch_files(self.state, spec, self.namespace, procs)

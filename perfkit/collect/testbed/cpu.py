@@ -30,7 +30,7 @@ PERIOD_S = 0.02
 #: The kernel accepts quotas of 1 ms and more per period, periods up to 1 s
 _MIN_QUOTA_S, _MAX_PERIOD_S = 1e-3, 1.0
 #: The largest weight a group may have (v1 ``cpu.shares``, v2 ``cpu.weight``): a node gets its quota
-#: however many other processes want this machine's cores (the quotas leave them the rest)
+#: however many other processes want this machine's cores (quotas that fit the machine leave them the rest)
 _HEAVIEST = {1: ("cpu.shares", 262144), 2: ("cpu.weight", 10000)}
 
 
@@ -97,9 +97,10 @@ def period_for(cores: float) -> float:
     return min(_MAX_PERIOD_S, max(PERIOD_S, _MIN_QUOTA_S / cores))
 
 
-def create(ctl: Controller, name: str, cores: float) -> None:
-    """Group ``name`` whose processes together run at most ``cores`` cores' worth [cores] per period,
-    and run before the machine's other processes while they are under it (the heaviest weight)."""
+def create(ctl: Controller, name: str, cores: float, *, heavy: bool) -> None:
+    """Group ``name`` whose processes together run at most ``cores`` cores' worth [cores] per period;
+    ``heavy``: they run before the machine's other processes while under it (the heaviest weight), for
+    quotas that together fit the machine (else the default weight: they share it as processes do)."""
     period = period_for(cores)
     period_us, quota_us = round(period * 1e6), max(1000, round(cores * period * 1e6))
     folder = ctl.group(name)
@@ -109,8 +110,9 @@ def create(ctl: Controller, name: str, cores: float) -> None:
     else:
         (folder / "cpu.cfs_period_us").write_text(f"{period_us}\n")
         (folder / "cpu.cfs_quota_us").write_text(f"{quota_us}\n")
-    weight, value = _HEAVIEST[ctl.version]
-    (folder / weight).write_text(f"{value}\n")
+    if heavy:
+        weight, value = _HEAVIEST[ctl.version]
+        (folder / weight).write_text(f"{value}\n")
 
 
 def quota(ctl: Controller, name: str) -> tuple[float, float]:

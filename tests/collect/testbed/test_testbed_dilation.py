@@ -53,7 +53,7 @@ def test_the_cpu_controller_is_found_in_mountinfo(tmp_path):
 def test_leftovers_are_only_groups_of_dead_testbeds_and_running_ones_are_counted():
     ctl = cpu.controller()
     foreign = [f"{cpu.PREFIX}{os.getpid()}-abc123-node000", "pktbx-1-abc123-node000", f"{cpu.PREFIX}notours"]
-    cpu.create(ctl, foreign[0], 0.5)
+    cpu.create(ctl, foreign[0], 0.5, heavy=False)
     for name in foreign[1:]:
         ctl.group(name).mkdir()
     try:
