@@ -43,10 +43,13 @@ def test_busy_ranks_on_shared_cores_waited_what_their_wall_clock_lost():
 def test_ranks_bound_one_per_core_are_not_oversubscribed():
     """Gromacs, 2 ranks bound one per core (cores_allowed 1) on a loaded machine: the node's cores, not one rank's
     mask, are what its ranks share."""
-    usage = cpu_usage(open_cpu("gromacs_2ranks_2cores_busy_machine")).isel(run=0)
-    np.testing.assert_array_equal(usage["cores"], 2)
-    np.testing.assert_array_equal(usage["oversubscription"], 1)
-    assert float(usage["run_delay"].mean()) > 0.5 * float(usage["region"].mean())
+    for name in ("gromacs_2ranks_2cores_busy_machine", "gromacs_2ranks_2cores_v2"):
+        ds = open_cpu(name)
+        np.testing.assert_array_equal(ds["rank_cpu"].sel(cpu_stat="cores_allowed"), 1)
+        usage = cpu_usage(ds).isel(run=0)
+        np.testing.assert_array_equal(usage["cores"], 2)
+        np.testing.assert_array_equal(usage["oversubscription"], 1)
+        assert float(usage["run_delay"].mean()) > 0.5 * float(usage["region"].mean())
 
 
 def test_the_least_of_online_cores_node_masks_and_quota_is_the_nodes_cores():

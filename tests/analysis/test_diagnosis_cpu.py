@@ -27,7 +27,7 @@ def informative(found: pd.DataFrame) -> pd.DataFrame:
     return found[found["severity"] != "info"].reset_index(drop=True)
 
 
-@pytest.mark.parametrize("name", ["busy_4ranks_2cores", "gromacs_4ranks_2cores"])
+@pytest.mark.parametrize("name", ["busy_4ranks_2cores", "gromacs_4ranks_2cores", "gromacs_4ranks_2cores_v2"])
 def test_oversubscribed_real_runs_name_the_cores_first_and_never_the_network(name):
     found = informative(diagnose(open_cpu(name)))
     first = found.iloc[0]
@@ -52,9 +52,11 @@ def test_the_issues_md_code_is_no_longer_a_transfer_problem():
     assert "other load took the cores too" in cpu["text"]  # 19.2 s against at most 10.4 s from sharing alone
 
 
-def test_ranks_with_a_core_each_on_a_loaded_machine_is_interference():
-    """GROMACS, 2 ranks bound one per core on a machine at load 5: interference, not oversubscription."""
-    found = diagnose(open_cpu("gromacs_2ranks_2cores_busy_machine"))
+@pytest.mark.parametrize("name", ["gromacs_2ranks_2cores_busy_machine", "gromacs_2ranks_2cores_v2"])
+def test_ranks_with_a_core_each_on_a_loaded_machine_is_interference(name):
+    """GROMACS, 2 ranks bound one per core on a loaded machine: interference, not oversubscription (the first
+    file has no node_cores_allowed: the online cores; the second states the node's 2)."""
+    found = diagnose(open_cpu(name))
     assert found["title"][0].startswith("Largest loss: ranks without a core (interference")
     cpu = found[found["category"] == "cpu"]
     assert cpu["title"].tolist() == ["Interference: ranks without a core"]
