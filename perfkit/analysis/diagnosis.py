@@ -19,6 +19,14 @@ late-sender or collective wait means ranks arrive late (waiting, not moving data
 common observations of scaling studies: the communication share rising with scale,
 MPI_Allreduce / MPI_Bcast dominating MPI time, and small, latency-bound messages.
 
+Where CPU was measured (``perfkit collect``: ``cpu_time`` and ``rank_cpu``; ``perfkit.analysis.cpu``),
+the time ranks waited for a core (the kernel's run delay) is named (category ``cpu``):
+oversubscription when a node has more ranks than cores, interference otherwise, above ``NO_CORE`` of
+elapsed. Only the delay in compute and in MPI calls outside their waits is at stake (a rank waiting
+anyway loses nothing off its core). The efficiency summary counts it as a loss of its own, and the
+transfer, unexplained-wait, late-receiver and dynamic-imbalance findings leave it out, saying so. On
+one node (one host name) transfers are called shared memory and no finding advises a faster network.
+
 Every finding has the run, a ``category``, a ``title``, a ``lead`` (one sentence of at most
 ``LEAD_CHARS`` characters: what was found, with its main number), ``details`` (the numbers, ranks
 and functions behind it), ``caveats`` (keys of ``CAVEATS``, the limits shared by several findings,
