@@ -60,7 +60,9 @@ def _network_or_unknown(network: Network | None) -> Network:
 
 @dataclass(frozen=True)
 class Prediction:
-    """A prediction of one run's elapsed time [s] and inter-node bytes [B], and what it assumed."""
+    """A prediction of one run's elapsed time [s] and inter-node bytes [B], and what it assumed; ``cpu`` is the
+    CPU evidence used (None: not measured) and ``held`` the seconds of ``mpi_seconds`` it held fixed for want
+    of a core (the critical rank's compute, the busiest rank's own run delay in MPI)."""
 
     what: str
     inter_node_bytes_before: float
