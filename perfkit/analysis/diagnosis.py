@@ -46,7 +46,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit import text as fmt
-from perfkit.analysis.cpu import cpu_summary, cpu_usage, host_counts
+from perfkit.analysis.cpu import cpu_summary, cpu_usage, has_cpu, host_counts
 from perfkit.analysis.cube import evaluate, nan_sum, per_rank, run_chunks, with_loaded_coords
 from perfkit.analysis.imbalance import by_node, mpi_share, rank_values, size_summary, slow_ranks, stats_over_ranks
 from perfkit.analysis.phases import call_phases, has_phases, late_rank_list, phase_excess, send_chain
@@ -120,8 +120,8 @@ class _Context:
     startup: np.ndarray  #: start-up and shut-down time [s] per run and rank
     moved: np.ndarray  #: bytes sent and received [B] in transfer functions, (run, rank, 2)
     transfer_calls: np.ndarray  #: calls of transfer functions per run and rank
-    cpu: xr.Dataset  #: ``cpu.cpu_usage``: CPU and wall time, time without a core, cores per host, per run and rank
     hosts: np.ndarray  #: distinct host names per run (0: unknown)
+    no_core: tuple[_NoCore | None, ...]  #: time without a core per run, None where CPU was not measured
 
 
 @dataclass(frozen=True)
@@ -165,25 +165,32 @@ class _NoCore:
         return min(self.transfer, max(transfer, 0.0)), min(self.compute, max(waits, 0.0))
 
 
-def _no_core(context: _Context, i: int) -> _NoCore | None:
-    """Run ``i``'s time without a core, None where CPU was not measured."""
-    usage = context.cpu.isel(run=i)
-    summary = cpu_summary(context.cpu.isel(run=[i])).isel(run=0)
-    if not bool(summary["measured"]):
-        return None
+def _no_cores(ds: xr.Dataset, parts: xr.Dataset, pop: xr.Dataset, hosts: np.ndarray) -> tuple[_NoCore | None, ...]:
+    """Each run's time without a core (``parts``: its ``breakdown``; ``pop``: its ``pop_metrics``; ``hosts``: its
+    distinct host names), None where CPU was not measured."""
+    if not has_cpu(ds):
+        return (None,) * ds.sizes["run"]
+    usage = cpu_usage(ds)
+    summary = cpu_summary(usage)
+    waits = parts["time"].sel(kind=list(WAIT_KINDS)).sum("kind").values
+    with np.errstate(invalid="ignore", divide="ignore"):
+        waiting = usage["delay_mpi"].values * np.clip(np.nan_to_num(waits / usage["mpi_wall"].values), 0.0, 1.0)
+    return tuple(_no_core(usage.isel(run=i), summary.isel(run=i), waiting[i], float(pop["elapsed"][i]),
+                          int(hosts[i])) if bool(summary["measured"][i]) else None for i in range(ds.sizes["run"]))
+
+
+def _no_core(usage: xr.Dataset, summary: xr.Dataset, waiting: np.ndarray, elapsed: float, hosts: int) -> _NoCore:
+    """One run's time without a core from its ``cpu_usage`` and ``cpu_summary``, the run delay per rank while
+    waiting for other ranks [s], its elapsed time [s] and number of host names (0: unknown)."""
     over = usage["oversubscription"].values
     ranks = usage["rank"].values
     sharing = over > 1
     worst = int(np.nanargmax(np.where(np.isnan(over), -np.inf, over))) if sharing.any() else -1
-    hosts = usage["ranks_on_host"].values
+    on_host = usage["ranks_on_host"].values
     mean = {name: float(summary[name]) for name in ("run_delay", "delay_compute", "delay_mpi", "compute_cpu",
                                                      "mpi_cpu", "region", "compute_wall", "involuntary_switches",
                                                      "voluntary_switches", "cpu_availability")}
-    on_hosts = np.nansum(np.where(sharing, 1.0 / np.where(hosts > 0, hosts, np.nan), 0.0))
-    of_hosts = int(context.hosts[i]) or 1
-    waits = context.parts["time"].isel(run=i).sel(kind=list(WAIT_KINDS)).sum("kind").values
-    with np.errstate(invalid="ignore", divide="ignore"):
-        waiting = usage["delay_mpi"].values * np.clip(np.nan_to_num(waits / usage["mpi_wall"].values), 0.0, 1.0)
+    on_hosts = np.nansum(np.where(sharing, 1.0 / np.where(on_host > 0, on_host, np.nan), 0.0))
     waiting_mean = float(np.nanmean(waiting))
     compute, transfer = mean["delay_compute"], mean["delay_mpi"] - waiting_mean
     return _NoCore(delay=mean["run_delay"], compute=compute, transfer=transfer, waiting=waiting_mean,
@@ -191,9 +198,9 @@ def _no_core(context: _Context, i: int) -> _NoCore | None:
                    compute_wall=mean["compute_wall"], compute_cpu=mean["compute_cpu"],
                    availability=mean["cpu_availability"], involuntary=mean["involuntary_switches"],
                    voluntary=mean["voluntary_switches"], shared=ranks[sharing],
-                   on_host=int(hosts[worst]) if worst >= 0 else 0,
+                   on_host=int(on_host[worst]) if worst >= 0 else 0,
                    cores=float(usage["cores"].values[worst]) if worst >= 0 else 0.0, hosts=round(on_hosts),
-                   of_hosts=of_hosts, applies=compute + transfer >= NO_CORE * float(context.pop["elapsed"][i]))
+                   of_hosts=hosts or 1, applies=compute + transfer >= NO_CORE * elapsed)
 
 
 def _cores_text(cores: float) -> str:
@@ -283,11 +290,12 @@ def _context(ds: xr.Dataset) -> _Context:
     given = ds["elapsed"].values
     runs = ds["run"].values
     exists = parts["total"].notnull().values
+    pop, hosts = pop_from_parts(ds, parts), host_counts(ds, exists)
     return _Context(elapsed=pd.Series(np.where(np.isnan(given), longest, given), index=runs),
                     ranks=pd.Series(exists.sum(axis=1), index=runs), split=split,
-                    parts=parts, compute=rank_values(ds), mpi=mpi_share(ds), pop=pop_from_parts(ds, parts),
-                    startup=startup, moved=sums[..., 1:3], transfer_calls=sums[..., 3], cpu=cpu_usage(ds),
-                    hosts=host_counts(ds, exists))
+                    parts=parts, compute=rank_values(ds), mpi=mpi_share(ds), pop=pop,
+                    startup=startup, moved=sums[..., 1:3], transfer_calls=sums[..., 3], hosts=hosts,
+                    no_core=_no_cores(ds, parts, pop, hosts))
 
 
 def _rank_sums(ds: xr.Dataset) -> Any:
@@ -503,7 +511,7 @@ def _transfer_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]
         details = (f"Moving data (including MPI overhead) takes {fmt.seconds(float(np.nanmean(t)))} per rank on "
                    f"average, at most {fmt.seconds(most)} on rank {int(ranks[np.nanargmax(t)])}.")
         caveats: tuple[str, ...] = ("estimated",) if how == "modelled" else ()
-        nc = _no_core(context, i)
+        nc = context.no_core[i]
         off = nc.transfer_and_wait(seconds, 0.0)[0] if nc is not None else 0.0
         if off > 0:
             details = fmt.sentences(details, f"The transfers include {fmt.seconds(off)} per rank of ranks waiting for "
@@ -563,7 +571,7 @@ def _hierarchy_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any
                    f"{fmt.seconds(mean)}): " + ", ".join(f"{name} {fmt.seconds(seconds)}"
                                                         for name, seconds in losses.items()) + ".")
         caveats: tuple[str, ...] = ("estimated",) if network == "modelled" else ()
-        nc = _no_core(context, i)
+        nc = context.no_core[i]
         if nc is not None and nc.applies:
             off_transfer, off_wait = nc.transfer_and_wait(losses["transfer"], losses["unexplained waits"])
             losses = {"load imbalance": losses["load imbalance"],
@@ -729,7 +737,7 @@ def _unexplained_wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[s
                    f"than {fmt.seconds(top)}; rank {busiest}, which computes most, still waits {fmt.seconds(waited)} "
                    f"and spends {fmt.seconds(other)} in I/O and other calls (start-up left out). Load imbalance is "
                    f"max - mean compute, {fmt.seconds(top - float(pop['useful_mean'][i]))}.")
-        nc = _no_core(context, i)
+        nc = context.no_core[i]
         off = nc.transfer_and_wait(float(pop["elapsed"][i]) - ideal, seconds)[1] if nc is not None else 0.0
         if off > 0:
             details += (f" Up to {fmt.seconds(off)} per rank of it is ranks waiting for partners that had no core "
@@ -761,7 +769,7 @@ def _cpu_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
     has more ranks than cores (``cpu.cpu_usage``), else interference."""
     rows = []
     for i, run in enumerate(map(str, ds["run"].values)):
-        nc = _no_core(context, i)
+        nc = context.no_core[i]
         if nc is None or not nc.applies:
             continue
         ran = f"{fmt.seconds(nc.on_cpu)} of {fmt.seconds(nc.region)} per rank ran on a CPU"
@@ -881,7 +889,7 @@ def _trace_findings(ds: xr.Dataset, context: _Context, full: xr.Dataset) -> list
         return rows
     for i, run in enumerate(map(str, ds["run"].values)):
         floor = 0.01 * float(context.elapsed[run])
-        nc = _no_core(context, i)
+        nc = context.no_core[i]
         off_compute = nc.compute if nc is not None and nc.applies else 0.0
         rows += _late_receiver_findings(ds, run, floor, off_compute)
         if not has_phases(ds, run):
