@@ -417,12 +417,11 @@ def _prediction(args: argparse.Namespace, data: Any, placement: Any) -> Any:
 
 def _write_prediction(out: Path, p: Any, report: TextIO) -> None:
     """The prediction as JSON, written atomically; its summary on ``report``."""
-    import json
-
     from perfkit import atomic
     from perfkit.commands.info import prediction_line
+    from perfkit.commands.render import finite, json_text
 
-    atomic.write_text(out, json.dumps(p.as_dict(), indent=2) + "\n")
+    atomic.write_text(out, json_text(finite(p.as_dict())))
     print(prediction_line(p, str(out)), file=report)
 
 

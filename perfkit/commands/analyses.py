@@ -329,8 +329,6 @@ def configure_scaling(parser: argparse.ArgumentParser) -> Runner:
 
 
 def run_scaling(args: argparse.Namespace) -> int:
-    from perfkit.analysis.scaling import scaling
-
     ds = load_runs(args.paths, args.input_format, args.errors, args.runs)
     base: float | str | None = args.base
     if base is not None and base not in set(map(str, ds["run"].values)):
@@ -339,8 +337,34 @@ def run_scaling(args: argparse.Namespace) -> int:
         except ValueError:
             raise ValueError(f"--base {args.base!r} is neither a process count nor one of the runs "
                              f"({', '.join(map(str, ds['run'].values))})") from None
-    table = scaling(ds, kind=args.kind, base=base)
-    return _emit([scaling_table(table)], args.format)
+    return _emit([scaling_table(timed_scaling(ds, args.kind, base))], args.format)
+
+
+#: What a run whose elapsed time is 0 gets instead of a speed-up.
+ZERO_ELAPSED = "elapsed time is 0 s (no time measured): left out of the speed-ups and the base"
+
+
+def timed_scaling(ds: xr.Dataset, kind: str | None, base: float | str | None) -> Any:
+    """``scaling`` of the runs with time measured; a run whose elapsed time is 0 is kept as a row without
+    speed-up, efficiency or jobs per day, with ``note`` ``ZERO_ELAPSED`` (``ValueError`` when every run is)."""
+    import numpy as np
+    import pandas as pd
+
+    from perfkit.analysis.scaling import scaling
+
+    table = scaling(ds, kind=kind, base=base)
+    zero = table["run"][~(table["elapsed"] > 0)].tolist()
+    if not zero:
+        return table
+    if base in zero or len(zero) == len(table):
+        named = base if base in zero else ", ".join(zero)
+        raise ValueError(f"{named}: {ZERO_ELAPSED.split(':')[0]}; there is no time to scale against")
+    measured = scaling(ds.isel(run=~np.isin(ds["run"].values.astype(str), zero)), kind=kind, base=base)
+    undefined = ("speedup", "efficiency", "jobs_per_day", "jobs_per_hour", "base_nprocs", "base_value")
+    marked = table[table["run"].isin(zero)].assign(**dict.fromkeys(undefined, np.nan), note=ZERO_ELAPSED)
+    out = pd.concat([measured, marked]).set_index("run").loc[table["run"]].reset_index()
+    out.attrs = measured.attrs
+    return out
 
 
 def scaling_table(table: Any) -> Table:
@@ -355,11 +379,12 @@ def scaling_table(table: Any) -> Table:
         Column("scaling", "scaling"), Column("jobs_per_day", "jobs per day", "count"),
         Column("source", "elapsed from", shown="data"), Column("base_nprocs", "base ranks", "count", shown="data"),
         Column("base_value", "base elapsed", "s", shown="data"),
-        Column("jobs_per_hour", "jobs per hour", "count", shown="data"),
+        Column("jobs_per_hour", "jobs per hour", "count", shown="data"), Column("note", "note", shown="data"),
     ]
-    bases = sorted({int(n) for n in table["base_nprocs"]})
+    bases = sorted({int(n) for n in table["base_nprocs"].dropna()})
     notes = [f"against the runs at {' and '.join(plural(n, 'rank') for n in bases)}; {table.attrs['kind']} scaling: "
              f"{table.attrs['kind_source']}"]
+    notes += [f"{row['run']}: {row['note']}" for row in rows if isinstance(row.get("note"), str)]
     return Table("scaling", f"Scaling of {plural(len(rows), 'run')}", columns, rows, notes)
 
 

@@ -4,8 +4,9 @@ Text and markdown show numbers as a reader wants them: times with a unit that fi
 ``1.93 s``, ``19.9 min``), bytes with SI prefixes (``39.5 MB``), counts as integers, ratios to two
 decimals, and a missing value in words (``not measured`` unless the column says otherwise).
 JSON and CSV keep the numbers as computed, in SI base units (the unit is in the column name),
-with a missing value as ``null`` (JSON) or an empty field (CSV). The numbers in words come from
-``perfkit.text``.
+with a missing value as ``null`` (JSON) or an empty field (CSV); an infinite value is never printed
+(JSON has no Infinity): it is missing too, and the row's ``note`` field says which value was
+infinite. The numbers in words come from ``perfkit.text``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,8 +131,24 @@ def _plain(value: Any) -> Any:
     return None if missing(value) else value
 
 
+def _infinite(value: Any) -> bool:
+    return isinstance(value, float) and math.isinf(value)
+
+
+def _noted(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its infinite values as None, said in its ``note`` field (after any note it has)."""
+    infinite = [key for key, value in record.items() if _infinite(value)]
+    if not infinite:
+        return record
+    said = [f"{key} is {'-' if record[key] < 0 else ''}infinite (not a number JSON or CSV can hold)"
+            for key in infinite]
+    notes = [record["note"]] if record.get("note") else []
+    return {**record, **dict.fromkeys(infinite), "note": "; ".join(notes + said)}
+
+
 def records(table: Table) -> list[dict[str, Any]]:
-    """The rows with their data columns, values as plain Python (NaN as None, counts as integers)."""
+    """The rows with their data columns, values as plain Python (NaN as None, counts as integers,
+    an infinite value as None with a ``note`` saying so)."""
     columns = [c for c in table.columns if c.shown != "text"]
     out = []
     for row in table.rows:
@@ -140,8 +158,24 @@ def records(table: Table) -> list[dict[str, Any]]:
             if column.unit == "count" and isinstance(value, float) and value.is_integer():
                 value = int(value)
             record[column.key] = value
-        out.append(record)
+        out.append(_noted(record))
     return out
+
+
+def finite(data: Any) -> Any:
+    """``data`` (dicts and lists of values) with every NaN or infinite float as None; a dict that held an
+    infinite value gets a ``note`` saying which (as ``records`` does)."""
+    if isinstance(data, dict):
+        kept = _noted({key: value if isinstance(value, float) else finite(value) for key, value in data.items()})
+        return {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in kept.items()}
+    if isinstance(data, (list, tuple)):
+        return [None if isinstance(value, float) and not math.isfinite(value) else finite(value) for value in data]
+    return data
+
+
+def json_text(data: Any) -> str:
+    """``data`` as indented JSON; a NaN or infinity in it is an error (``records`` and ``finite`` remove them)."""
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def render(tables: Sequence[Table], fmt: str) -> str:
@@ -152,16 +186,21 @@ def render(tables: Sequence[Table], fmt: str) -> str:
     if fmt == "markdown":
         return "\n".join(render_markdown(t) for t in tables)
     if fmt == "json":
-        return json.dumps({t.name: records(t) for t in tables}, indent=2, ensure_ascii=False) + "\n"
+        return json_text({t.name: records(t) for t in tables})
     if fmt == "csv":
-        several = len(tables) > 1
-        keys = (["table"] if several else []) + list(dict.fromkeys(
-            c.key for t in tables for c in t.columns if c.shown != "text"))
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=keys, lineterminator="\n")
-        writer.writeheader()
-        for t in tables:
-            for record in records(t):
-                writer.writerow({**({"table": t.name} if several else {}), **record})
-        return out.getvalue()
+        return _csv(tables)
     raise ValueError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _csv(tables: Sequence[Table]) -> str:
+    """One table as is, several with a leading ``table`` column and the union of their columns (and of the
+    ``note`` fields ``records`` adds)."""
+    several = len(tables) > 1
+    rows = [({"table": t.name} if several else {}) | record for t in tables for record in records(t)]
+    keys = (["table"] if several else []) + list(dict.fromkeys(
+        [c.key for t in tables for c in t.columns if c.shown != "text"] + [key for row in rows for key in row]))
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=keys, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()

@@ -169,3 +169,41 @@ def test_the_console_script_runs_on_an_mpip_report() -> None:
     assert done.stdout.startswith("Findings: ") and not UNREADABLE.search(done.stdout)
     done = subprocess.run([str(script), "pop", "--help"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "exit status: 0 printed, 1" in done.stdout
+
+
+def _zero_times(source: Path, target: Path) -> Path:
+    """``source`` with every time of its time table 0 (a run in which no time was measured)."""
+    lines, in_times = [], False
+    for line in source.read_text().splitlines():
+        if line.startswith(">>>>"):
+            in_times, header = "time totals" in line, True
+        elif in_times and not header and line.strip():
+            rank, *values = line.split()
+            line = " ".join([rank, *("0" if v != "-----" else v for v in values)])
+        else:
+            header = False
+        lines.append(line)
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "text"])
+def test_a_run_of_zero_elapsed_time_is_marked_not_infinite(fmt: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    zero = str(_zero_times(Path(SYNTHETIC[0]), tmp_path / "ZERO.mpinside"))
+    status, out, _ = run(capsys, "scaling", zero, *SYNTHETIC[:2], "--format", fmt)
+    assert status == 0 and "Infinity" not in out and not re.search(r"\binf\b", out)
+    note = "elapsed time is 0 s (no time measured): left out of the speed-ups and the base"
+    if fmt == "json":
+        zero_row, base, other = json.loads(out)["scaling"]
+        assert zero_row["elapsed"] == 0 and zero_row["speedup"] is None and zero_row["jobs_per_day"] is None
+        assert zero_row["note"] == note and base["note"] is None
+        assert base["speedup"] == 1.0 and other["speedup"] == pytest.approx(1.6669, abs=1e-4)
+    elif fmt == "csv":
+        row = next(r for r in csv.DictReader(io.StringIO(out)) if r["elapsed"] == "0.0")
+        assert row["speedup"] == row["efficiency"] == row["jobs_per_day"] == "" and row["note"] == note
+    else:
+        assert f"ZERO: {note}" in out
+    status, _, err = run(capsys, "scaling", zero)
+    assert status == 1 and err.endswith("ZERO: elapsed time is 0 s (no time measured); there is no time to scale "
+                                        "against\n")

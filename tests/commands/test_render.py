@@ -78,3 +78,15 @@ def test_json_csv_and_markdown_parse() -> None:
     assert markdown[4] == "| a\\|b | 500 ms | 4 | \\* |" and markdown[-1] == "\\* a note"
     with pytest.raises(ValueError, match="unknown output format"):
         render(tables, "yaml")
+
+
+def test_an_infinite_value_is_null_in_json_and_empty_in_csv_with_a_note() -> None:
+    table = Table("t", "T", [Column("run", "run"), Column("speedup", "speed-up", "ratio")],
+                  [{"run": "a", "speedup": math.inf}, {"run": "b", "speedup": 2.0}])
+    rows = json.loads(render([table], "json"))["t"]  # strict JSON: Infinity would not parse in every reader
+    assert "Infinity" not in render([table], "json")
+    assert rows[0] == {"run": "a", "speedup": None, "note": "speedup is infinite (not a number JSON or CSV can hold)"}
+    assert rows[1] == {"run": "b", "speedup": 2.0}
+    text = render([table], "csv")
+    assert "inf" not in text.replace("infinite", "")
+    assert next(csv.DictReader(io.StringIO(text))) == {"run": "a", "speedup": "", "note": rows[0]["note"]}
