@@ -103,8 +103,9 @@ class TestbedSpec:
 #: leave only what the quotas do not take [cores]
 HEADROOM_CORES = 0.1
 #: The kernel's work per bit/s a shaped link carries, in soft interrupts, outside every quota (the token
-#: buckets release queued frames from a timer) [cores per bit/s]: 0.34-0.43 cores per Gbit/s measured at
-#: 0.2 and 1 Gbit/s between two nodes (0.04 at 4 Gbit/s, where the buckets rarely hold frames back)
+#: buckets release queued frames from a timer) [cores per bit/s]: 0.34-0.50 cores per Gbit/s (median 0.42)
+#: at 0.2 Gbit/s between two nodes, 0.32-0.38 at 1 Gbit/s, 0.04 at 4 Gbit/s, where the buckets rarely
+#: hold frames back (benchmarks/bench_dilation.py)
 NETWORK_CORES_PER_BIT_S = 0.45e-9
 
 
