@@ -344,6 +344,13 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
         elif list(ds["quantity"].values) not in (list(TRAFFIC_QUANTITIES), [*TRAFFIC_QUANTITIES, COLLECTIVE_BYTES]):
             problems.append(f"traffic quantities are {list(ds['quantity'].values)}, expected {TRAFFIC_QUANTITIES} "
                             f"[+ {COLLECTIVE_BYTES!r}]")
+    if "rank_cpu" in ds.data_vars:
+        if ds["rank_cpu"].dims != RANK_CPU_DIMS:
+            problems.append(f"rank_cpu dims are {ds['rank_cpu'].dims}, expected {RANK_CPU_DIMS}")
+        elif ds["rank_cpu"].dtype != np.float64:
+            problems.append(f"rank_cpu dtype is {ds['rank_cpu'].dtype}, expected float64")
+        elif "cpu_stat_units" not in ds.coords or ds["cpu_stat_units"].dims != ("cpu_stat",):
+            problems.append("no 'cpu_stat_units' coordinate on cpu_stat")
     if "sizes" in ds and ds["sizes"].dims != SIZES_DIMS:
         problems.append(f"sizes dims are {ds['sizes'].dims}, expected {SIZES_DIMS}")
     if problems:

@@ -132,3 +132,14 @@ def test_ranks_per_host_count_the_ranks_of_each_host(hosts, cores):
     np.testing.assert_allclose(usage["oversubscription"].values[known], counts[known] / cores)
     distinct = len(set(hosts)) if known.all() else 0
     assert host_counts(ds, np.ones((1, len(hosts)), bool)).tolist() == [distinct]
+
+
+def test_validate_names_a_broken_rank_cpu():
+    ds = oversubscribed()
+    assert perfkit.validate(ds) is ds
+    with pytest.raises(perfkit.ContractError, match="rank_cpu dims"):
+        perfkit.validate(ds.assign(rank_cpu=ds["rank_cpu"].transpose("run", "cpu_stat", "rank")))
+    with pytest.raises(perfkit.ContractError, match="cpu_stat_units"):
+        perfkit.validate(ds.drop_vars("cpu_stat_units"))
+    with pytest.raises(perfkit.ContractError, match="rank_cpu dtype"):
+        perfkit.validate(ds.assign(rank_cpu=ds["rank_cpu"].astype(np.float32)))
