@@ -9,7 +9,9 @@ arguments and returns an exit status). Heavy imports belong inside the run funct
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,19 +40,44 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _number(kind: Callable[[str], Any], low: float, *, above: bool = False) -> Callable[[str], Any]:
-    """An argparse type: a finite ``kind`` (int or float) at least ``low``, or above it when ``above``."""
+class UsageError(ValueError):
+    """An argument the parser could not check (it needs the data read): a usage error, exit status 2."""
+
+
+def _number(kind: Callable[[str], Any], low: float, *, above: bool = False,
+            high: float = math.inf) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` (int or float) at least ``low`` (above it when ``above``), at most
+    ``high``."""
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        if high < math.inf and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in {low:g}..{high:g}, got {text}")
         if not math.isfinite(value) or value < low or (above and value == low):
             raise argparse.ArgumentTypeError(f"must be {'>' if above else '>='} {low:g}, got {text}")
         return value
 
     return parse
+
+
+#: An argparse type: a TCP port to serve on.
+port = _number(int, 1, high=65535)
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def address(text: str) -> str:
+    """An argparse type: an IPv4 or IPv6 address or a host name to listen on (checked, not resolved)."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    labels = text.rstrip(".").split(".")
+    if len(text) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels) and not labels[-1].isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"not an IP address (e.g. 127.0.0.1, ::1, 0.0.0.0) or a host name: {text!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         signals.ignore_further()
         print(f"perfkit {args.command}: stopped by SIGINT", file=sys.stderr)
         return signals.status("SIGINT")
+    except UsageError as exc:
+        print(f"perfkit {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError as exc:
+        print(f"perfkit {args.command}: error: {_out_of_memory(args, exc)}", file=sys.stderr)
+        return 1
     except FileNotFoundError as exc:
         print(f"perfkit {args.command}: error: {f'no such file: {exc.filename}' if exc.filename else exc}"
               f"{_notes(exc)}", file=sys.stderr)
@@ -86,6 +119,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"perfkit {args.command}: error: {exc}{_notes(exc)}", file=sys.stderr)
         return 1
+
+
+def _out_of_memory(args: argparse.Namespace, exc: MemoryError) -> str:
+    """What to do when the machine's memory ran out: the file being read (``open_profile``'s ``path`` in the
+    traceback), else the command's inputs."""
+    import traceback
+
+    reading = [frame.f_locals.get("path") for frame, _ in traceback.walk_tb(exc.__traceback__)
+               if frame.f_code.co_name == "open_profile" and frame.f_code.co_filename.endswith("open.py")]
+    inputs = [str(p) for name in ("paths", "a", "b", "matrix") for p in _listed(getattr(args, name, None))]
+    what = f"reading {reading[-1]}" if reading else f"with {', '.join(inputs[:3])}{' ...' * (len(inputs) > 3)}"
+    return (f"out of memory {what}: convert the files into a store ('perfkit convert FILES -o runs.zarr'), which "
+            "is read lazily (in Python: perfkit.load(store, chunks=...)), or use a machine with more memory")
+
+
+def _listed(value: Any) -> list[Any]:
+    return [] if value is None else value if isinstance(value, list) else [value]
 
 
 def _notes(exc: BaseException) -> str:

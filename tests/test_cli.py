@@ -212,6 +212,10 @@ def test_convert_to_zarr_lists_and_records_refused_files(tmp_path, capsys):
     (["place", "x.csv", "--nodes", "2", "--ppn", "4", "--seed", "-1"], "argument --seed: must be >= 0"),
     (["place", "x.csv", "--nodes", "2", "--ppn", "4", "--balance", "nan"], "argument --balance: must be >= 0"),
     (["place", "x.csv", "--nodes", "2", "--ppn", "4", "--timeout", "0"], "argument --timeout: must be > 0"),
+    (["explore", "x.mpinside", "--port", "99999"], "argument --port: must be in 1..65535, got 99999"),
+    (["explore", "x.mpinside", "--port", "-1"], "argument --port: must be in 1..65535, got -1"),
+    (["explore", "x.mpinside", "--address", "999.1.1.1"], "argument --address: not an IP address (e.g. 127.0.0.1"),
+    (["explore", "x.mpinside", "--address", "host name"], "argument --address: not an IP address"),
 ])
 def test_a_numeric_option_out_of_range_is_refused_in_one_line(argv, said, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -344,3 +348,30 @@ def test_a_failed_place_leaves_its_files_and_says_so(tmp_path, capsys):
     assert err.count("\n") == 1 and "64 ranks do not fit" in err
     assert err.endswith(f"; {out} left as it was; {prediction} not written\n")
     assert out.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [out]
+
+
+@pytest.mark.parametrize("argv", [["info", "{file}"], ["pop", "{file}", "--format", "json"],
+                                  ["compare", "{file}", "{file}"]])
+def test_running_out_of_memory_is_one_line_naming_the_file(argv, monkeypatch, capsys):
+    import perfkit.io.mpinside
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(perfkit.io.mpinside, "read", exhausted)  # the reader the format registry calls
+    assert main([a.format(file=SEED_TABLES) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"perfkit {argv[0]}: error: out of memory reading {SEED_TABLES}: convert the files into a store "
+                   "('perfkit convert FILES -o runs.zarr'), which is read lazily (in Python: perfkit.load(store, "
+                   "chunks=...)), or use a machine with more memory\n")
+
+
+def test_running_out_of_memory_after_reading_names_the_inputs(monkeypatch, capsys):
+    import perfkit.analysis.pop
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(perfkit.analysis.pop, "pop_metrics", exhausted)
+    assert main(["pop", str(SEED_TABLES)]) == 1
+    assert capsys.readouterr().err.startswith(f"perfkit pop: error: out of memory with {SEED_TABLES}: convert")

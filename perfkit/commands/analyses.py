@@ -197,8 +197,26 @@ def run_whatif(args: argparse.Namespace) -> int:
     if args.scenario == "drop_slowest" and args.ranks is None and args.k != int(args.k):
         raise ValueError(f"drop_slowest: K is a number of ranks, got {args.k:g}")
     ds = load_runs(args.paths, args.input_format, args.errors, args.runs)
+    if args.scenario == "drop_slowest":
+        _check_dropped(ds, args.k, args.ranks)
     result = whatif(ds, args.scenario, args.k, ranks=args.ranks)
     return _emit([whatif_table(result, args.scenario, args.k, args.ranks)], args.format)
+
+
+def _check_dropped(ds: xr.Dataset, k: float, ranks: Sequence[int] | None) -> None:
+    """drop_slowest leaves out ranks every run has and keeps one at least: a ``UsageError`` naming the range."""
+    import numpy as np
+
+    from perfkit.cli import UsageError
+
+    nprocs = ds["nprocs"].values if "nprocs" in ds.coords else np.array([ds.sizes["rank"]])
+    n = int(np.nanmin(nprocs)) if np.isfinite(nprocs).any() else ds.sizes["rank"]
+    runs = "the run has" if ds.sizes["run"] == 1 else "every run has"
+    if ranks is None and k > n - 1:
+        raise UsageError(f"-k {k:g}: drop_slowest leaves out 1..{n - 1} ranks ({runs} {plural(n, 'rank')})")
+    if ranks is not None and (max(ranks) >= n or len(set(ranks)) >= n):
+        wrong = ",".join(map(str, ranks))
+        raise UsageError(f"--ranks {wrong}: {runs} ranks 0..{n - 1}; at most {n - 1} of them can be left out")
 
 
 def whatif_title(scenario: str, k: float, ranks: Sequence[int] | None = None) -> str:

@@ -17,8 +17,11 @@ Runner = Any
 def configure_explore(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("paths", nargs="+", metavar="FILES",
                         help="profiles, glob patterns or stores perfkit convert wrote")
-    parser.add_argument("--port", type=int, default=5006, help="the port to serve on (default 5006)")
-    parser.add_argument("--address", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    from perfkit.cli import address, port
+
+    parser.add_argument("--port", type=port, default=5006, help="the port to serve on, 1..65535 (default 5006)")
+    parser.add_argument("--address", type=address, default="127.0.0.1",
+                        help="the address to listen on: an IP address or a host name (default 127.0.0.1)")
     parser.add_argument("--show", action="store_true", help="open a browser tab")
     parser.add_argument("--link-rate", default="", metavar="RATE",
                         help="each node's link rate for the placement tab's prediction, e.g. 200mbit")

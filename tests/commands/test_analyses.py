@@ -207,3 +207,17 @@ def test_a_run_of_zero_elapsed_time_is_marked_not_infinite(fmt: str, tmp_path: P
     status, _, err = run(capsys, "scaling", zero)
     assert status == 1 and err.endswith("ZERO: elapsed time is 0 s (no time measured); there is no time to scale "
                                         "against\n")
+
+
+@pytest.mark.parametrize(("option", "said"), [
+    (["--ranks", "99"], "--ranks 99: the run has ranks 0..3; at most 3 of them can be left out"),
+    (["--ranks", "0,1,2,3"], "--ranks 0,1,2,3: the run has ranks 0..3; at most 3 of them can be left out"),
+    (["-k", "4"], "-k 4: drop_slowest leaves out 1..3 ranks (the run has 4 ranks)"),
+])
+def test_drop_slowest_of_ranks_the_run_lacks_is_a_usage_error(option: list[str], said: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "whatif", "drop_slowest", str(ROOT / "data" / "lab" / "pipeline-np4.mpinside"),
+                           *option)
+    assert (status, out, err) == (2, "", f"perfkit whatif: error: {said}\n")
+    status, _, err = run(capsys, "whatif", "drop_slowest", LAB, "--ranks", "4")
+    assert status == 2 and err.endswith("every run has ranks 0..3; at most 3 of them can be left out\n")
