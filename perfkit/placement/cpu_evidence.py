@@ -11,7 +11,7 @@ compute wall); of that wait
 
 b's own time off a core in MPI, ``own_off_core`` [s], is its run delay in MPI (``delay_mpi``: the run delay
 split between compute and MPI in proportion to CPU time, each part within its wall - CPU time; modelled),
-between ``own_off_core_low`` (the least the split allows in MPI) and ``own_off_core_high`` (MPI's whole
+kept between ``own_off_core_low`` (the least the split allows in MPI) and ``own_off_core_high`` (MPI's whole
 wall - CPU time, or the whole run delay).
 
 A placement keeps the cores, not who shares them: the critical rank's share of a core while it computes
@@ -81,11 +81,11 @@ def cpu_evidence(ds: xr.Dataset, run: str, mpi: np.ndarray, elapsed: float) -> C
     used = np.nansum(cpu + np.nan_to_num(get["mpi_cpu"]))
     fair = min(1.0, used / (np.count_nonzero(~np.isnan(wall)) * elapsed)) if elapsed > 0 else 1.0
     shift = max(cpu[c] * (1 / fair - 1), 0.0) - in_compute[c] if fair > 0 else 0.0
+    low, high = min(max(delay - compute_off, 0.0), mpi_off), min(delay, mpi_off)
     return CpuEvidence(
         busiest_rank=int(usage["rank"].values[b]), mpi_wall=float(get["mpi_wall"][b]), mpi_cpu=float(get["mpi_cpu"][b]),
-        run_delay=float(delay), own_off_core=float(np.nan_to_num(get["delay_mpi"][b])),
-        own_off_core_low=float(min(max(delay - compute_off, 0.0), mpi_off)),
-        own_off_core_high=float(min(delay, mpi_off)), oversubscription=float(get["oversubscription"][b]),
+        run_delay=float(delay), own_off_core=float(np.clip(np.nan_to_num(get["delay_mpi"][b]), low, high)),
+        own_off_core_low=float(low), own_off_core_high=float(high), oversubscription=float(get["oversubscription"][b]),
         critical_rank=int(usage["rank"].values[c]), critical_compute_wall=float(wall[c]),
         critical_compute_cpu=float(cpu[c]), peer_extra_cpu=float(extra), peer_off_core=float(off_core),
         fair_share=float(fair), share_shift=float(shift))

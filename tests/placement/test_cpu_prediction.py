@@ -76,8 +76,8 @@ def test_evidence_in_the_json(imbalanced_ring):
         cpu = p.as_dict()["cpu"]
         for key in ("busiest_rank", "mpi_wall_s", "mpi_cpu_s", "run_delay_s", "own_off_core_s", "held_s", "model"):
             assert key in cpu, key
-        assert cpu["mpi_cpu_s"] <= cpu["mpi_wall_s"] and 0 <= cpu["held_s"] <= p.mpi_seconds
-        assert cpu["own_off_core_low_s"] <= cpu["own_off_core_s"] <= cpu["own_off_core_high_s"] + 1e-9
+        assert cpu["mpi_cpu_s"] <= cpu["mpi_wall_s"] * 1.01 and 0 <= cpu["held_s"] <= p.mpi_seconds, cpu
+        assert cpu["own_off_core_low_s"] <= cpu["own_off_core_s"] <= cpu["own_off_core_high_s"], cpu
         assert p.elapsed_after_low <= p.elapsed_after <= p.elapsed_after_high
     assert statistics.median(runs["block"]["elapsed_all"]) == runs["block"]["elapsed"]
 
