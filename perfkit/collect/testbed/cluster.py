@@ -119,15 +119,20 @@ class Testbed:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # a second Ctrl-C or a SIGTERM waits until everything is removed, then comes as it would have
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
         try:
-            netns.remove(self._spaces, [self.state] if self.state else [])
+            try:
+                netns.remove(self._spaces, [self.state] if self.state else [])
+            finally:
+                if self._groups:
+                    cpu.remove(self.cpu, self._groups)
+            self._spaces, self._groups = [], []
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            self._previous = {}
         finally:
-            if self._groups:
-                cpu.remove(self.cpu, self._groups)
-        self._spaces = self._groups = []
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def _build(self) -> None:
         spec = self.spec
@@ -236,6 +241,9 @@ class Testbed:
 def machine_cores() -> int:
     """The cores this process may run on (its CPU affinity)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_STOPPING = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -60,7 +60,10 @@ def controller(mountinfo: str | None = None) -> Controller | None:
     """This machine's ``cpu`` controller (None without one); ``mountinfo``: the text of
     ``/proc/self/mountinfo`` (read when not given)."""
     if mountinfo is None:
-        mountinfo = Path("/proc/self/mountinfo").read_text()
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:  # not Linux
+            return None
     v1 = None
     for line in mountinfo.splitlines():
         left, _, right = line.partition(" - ")
