@@ -351,6 +351,9 @@ def _wait_findings(ds: xr.Dataset, context: _Context) -> list[dict[str, Any]]:
             call, kind = str(calls[j]), str(kinds[j])
             lead, details = _wait_text(call, kind, ratio[i, j], mean_wait[i, j], bool(estimated[i, j]))
             details = fmt.sentences(details, _compute_link(waits[i, :, j], compute[i], context.pop.isel(run=i)))
+            if (nc := context.no_core[i]) is not None and nc.applies:
+                details += (f" The ranks also waited {fmt.seconds(nc.compute)} per rank for a core in their compute "
+                            "(see the finding on time without a core): a rank without one arrives late.")
             rows.append(_row(run, kind, f"{call}: {_wait_name(kind)}", lead, details, mean_wait[i, j],
                              ("estimated",) if estimated[i, j] else ()))
     return rows

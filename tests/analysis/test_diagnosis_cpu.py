@@ -168,3 +168,11 @@ def test_transfers_too_slow_with_cores_to_spare_are_not_blamed_on_sharing():
     without = diagnose(own_cores(nbytes=1e5, cpu=False))
     assert without["title"][0].endswith("ranks sharing cores or interference, not the network")
     assert "CPU was not measured" in without["text"][0]
+
+
+def test_a_late_sender_may_be_a_rank_without_a_core():
+    found = diagnose(oversubscribed(wait=0.5))
+    wait = found[found["category"] == "wait_late_sender"]["text"].item()
+    assert "The ranks also waited 993 ms per rank for a core in their compute" in wait
+    assert "for a core" not in diagnose(oversubscribed(wait=0.5, cpu=False)).query(
+        "category == 'wait_late_sender'")["text"].item()
