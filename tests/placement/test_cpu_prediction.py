@@ -25,7 +25,7 @@ from perfkit.collect.testbed import why_unavailable
 from perfkit.placement.cpu_evidence import NOT_MEASURED
 from perfkit.placement.launch import read_launch
 from perfkit.placement.network import Network
-from perfkit.placement.predict import predict_network, predict_placement, run_seconds
+from perfkit.placement.predict import predict_elapsed, predict_network, predict_placement, run_seconds
 from perfkit.placement.strategies import place
 from tests.helpers import ROOT
 from tests.placement.busy_support import busy_exchange_binary, busy_loop, without_cpu
@@ -105,3 +105,5 @@ def test_recorded_busy_run_comes_true():
     assert measured == pytest.approx(statistics.median(row["elapsed_after_all"]))
     assert p.elapsed_after_low <= measured <= p.elapsed_after_high and abs(p.elapsed_after / measured - 1) < 0.05
     assert old.elapsed_after / measured - 1 > 0.5
+    assert predict_elapsed(before, placed).attrs["cpu_held_s"] > 0.5  # the cost model's what-if keeps it as compute
+    assert predict_elapsed(without_cpu(before), placed).attrs["cpu_held_s"] == NOT_MEASURED
