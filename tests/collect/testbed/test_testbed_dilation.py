@@ -49,6 +49,18 @@ def test_the_cpu_controller_is_found_in_mountinfo(tmp_path):
     assert cpu.period_for(0.025) == pytest.approx(0.04)  # a quota of at least 1 ms
 
 
+def test_without_a_cpu_controller_the_default_is_undilated_and_a_factor_is_refused(monkeypatch):
+    from perfkit.collect.testbed import cluster
+
+    monkeypatch.setattr(cpu, "controller", lambda: None)
+    monkeypatch.setattr(cluster, "machine_cores", lambda: 2)
+    tb = Testbed(4, 2)
+    assert tb.dilation == 1 and any("no CPU quotas" in note for note in tb.notes)
+    if WHY_NO_TESTBED is None:
+        with pytest.raises(RuntimeError, match="time dilation needs CPU quotas"):
+            Testbed(4, 2, dilation=2).__enter__()
+
+
 @with_quotas
 def test_leftovers_are_only_groups_of_dead_testbeds_and_running_ones_are_counted():
     ctl = cpu.controller()
