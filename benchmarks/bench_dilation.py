@@ -127,7 +127,7 @@ def loaded_transfer(exe: Path, work: Path, nodes: int, dilation: float | str, bu
 
 def kernel_cost(rate: float) -> dict:
     """Soft-interrupt time [cores] during a 100 MB transfer between two undilated nodes at ``rate``
-    [bit/s], less that of as long a spell without it just before: the links' work outside every quota."""
+    [bit/s], less that of as long a spell without it just after: the links' work outside every quota."""
     with Testbed(2, 1, bandwidth=rate, dilation=1) as tb:
         transfer(tb, 1_000_000)  # the sender and receiver's files read, once
         soft, start = _softirq_s(), time.monotonic()
