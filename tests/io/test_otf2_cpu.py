@@ -80,8 +80,9 @@ def cpu_time(ds: xr.Dataset) -> xr.DataArray:
     return ds["profile"].isel(run=0).sel(metric=CPU_TIME)
 
 
-def test_each_call_holds_its_cpu_time_and_compute_the_rest(tmp_path):
-    ds = perfkit.open_profile(write(tmp_path, RANKS))
+@pytest.mark.parametrize("value_type", [Type.UINT64, Type.INT64])
+def test_each_call_holds_its_cpu_time_and_compute_the_rest(tmp_path, value_type):
+    ds = perfkit.open_profile(write(tmp_path, RANKS, value_type=value_type))
     assert ds["units"].sel(metric=CPU_TIME).item() == "s"
     for rank, functions in EXPECTED.items():
         for function, ns in functions.items():

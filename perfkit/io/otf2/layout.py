@@ -20,5 +20,5 @@ kind                      a, b, c, d, e
 NCOLS = 7
 KIND, TIME, A, B, C, D, E = range(NCOLS)
 ENTER, LEAVE, SEND, ISEND, IRECV_REQUEST, RECV, IRECV, CANCELLED, COLL_END, METRIC = range(10)
-#: ``OTF2_Type`` of metric values.
-UINT64, INT64, DOUBLE = 4, 8, 10
+#: ``OTF2_Type`` of metric values read other than as int64 (the third type a metric can have).
+UINT64, DOUBLE = 4, 10
