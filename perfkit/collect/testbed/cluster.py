@@ -176,9 +176,11 @@ class Testbed:
             self.notes.append(f"time dilation {spec.dilation:g}: each node computes on {spec.node_cpu:.3g} of this "
                               f"machine's cores and its link runs at {spec.link_rate / 1e6:.4g} Mbit/s; "
                               f"cluster time = wall time / {spec.dilation:g}")
-        elif spec.nodes * spec.cores > machine_cores() and self._groups:
-            self.notes.append(f"no time dilation: the nodes' quotas ask for {spec.nodes * spec.cores} cores of this "
-                              f"machine's {machine_cores()}, and a program that computes waits for one")
+        if self._groups and spec.nodes * spec.node_cpu > machine_cores():
+            self.notes.append(f"the nodes' quotas ask for {spec.nodes * spec.node_cpu:.3g} cores of this machine's "
+                              f"{machine_cores()} (dilation {spec.dilation:g}, auto would be "
+                              f"{auto_dilation(spec.nodes, spec.cores, machine_cores(), spec.bandwidth):g}): "
+                              "a program that computes waits for a core")
 
     def _add(self, name: str) -> str:
         ns = self.namespace(name)

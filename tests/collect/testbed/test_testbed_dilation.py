@@ -126,6 +126,7 @@ def test_compute_time_stays_constant_in_cluster_time_and_the_quota_applies(tmp_p
         assert throttled["throttled"] > 0
         assert sum(c / w for w, c in ranks_of_node) < 1.15 * tb.spec.node_cpu  # CPU per wall second: capped
     with Testbed(4, 2, dilation=1) as tb:
+        assert any("quotas ask for 8 cores" in note for note in tb.notes)
         plain, _ = _spin(tb, exe, tmp_path)
     undilated = statistics.mean(w / c for w, c in plain)
     assert all(0.8 < s < 1.25 for s in stretch.values()), (stretch, os.getloadavg())
