@@ -147,3 +147,17 @@ def test_every_process_of_a_node_is_in_its_group_also_when_started_from_another_
         nested = tb.command_on("node000", tb.command_on("node001", ["cat", "/proc/self/cgroup"]))
         out = subprocess.run(nested, capture_output=True, text=True, check=True).stdout
     assert f":cpu:/{tb.namespace('node001')}" in out or f"::/{tb.namespace('node001')}" in out
+
+
+def test_perfkit_loop_passes_the_dilation_through(monkeypatch, tmp_path):
+    import perfkit.collect.testbed as testbed
+    from perfkit.cli import main
+    from perfkit.collect.testbed import loop
+
+    asked = {}
+    monkeypatch.setattr(testbed, "why_unavailable", lambda: None)
+    monkeypatch.setattr(loop, "place_and_rerun", lambda program, **kw: asked.update(kw) or [])
+    for given, passed in (("3.5", 3.5), ("auto", "auto"), (None, None)):
+        argv = ["--dilation", given] if given else []
+        assert main(["loop", "--nodes", "2", "--cores", "1", "-o", str(tmp_path), *argv, "--", "true"]) == 0
+        assert asked["dilation"] == passed
