@@ -399,3 +399,36 @@ def test_bad_hosts_name_file_line_and_what_was_expected(tmp_path, case):
     assert err.value.path == str(path) and err.value.line == 2
     if "item" in message or case == "not a list":
         assert "expected a list of host names" in str(err.value)
+
+
+@pytest.mark.parametrize(("row", "token", "said"), [
+    ("1 nan 0.1 1.5 0.02 1.5", "nan", ""), ("1 NaN 0.1 1.5 0.02 1.5", "NaN", ""),
+    ("1 11.0 -0.168 1.5 0.02 1.5", "-0.168", ""), ("1 inf 0.1 1.5 0.02 1.5", "inf", ""),
+    ("1 -inf 0.1 1.5 0.02 1.5", "-inf", ""), ("1 1e308 0.1 1.5 0.02 1.5", "1e308", " (beyond 2**63: corrupt)"),
+    ("1 1.0E+400 0.1 1.5 0.02 1.5", "1.0E+400", ""),
+])
+def test_a_time_no_clock_measures_is_refused_naming_line_column_and_token(row, token, said, tmp_path, recwarn):
+    text = TABLES.replace("1 11.0 0.1 1.5 0.02 1.5", row)
+    path = write_text(tmp_path, text)
+    with pytest.raises(perfkit.PerfkitFormatError) as err:
+        perfkit.open_profile(path, format="mpinside")
+    column = 3 if token == "-0.168" else 2
+    assert str(err.value) == (f"{path}, line 4: table 'Communication time totals (s)': column {column}: expected a "
+                              f"non-negative time, found {token!r}{said}")
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]  # no numpy overflow warning
+
+
+def test_times_that_overflow_a_sum_are_refused_before_any_sum(tmp_path):
+    """1e308 twice in a row sums to inf: refused at the line, no numpy warning and no 'elapsed is [inf]'."""
+    path = write_text(tmp_path, TABLES.replace("0 10.5 0.1 2.0", "0 1e308 1e308 2.0"))
+    with np.errstate(all="raise"), pytest.raises(perfkit.PerfkitFormatError, match=r"line 3: .* found '1e308'"):
+        perfkit.open_profile(path, format="mpinside")
+
+
+@pytest.mark.parametrize("token", ["1_0", "0x1F", "1,5", "12abc", "1.2.3", "_1"])
+def test_the_token_quoted_is_the_token_read(token, tmp_path):
+    path = write_text(tmp_path, TABLES.replace("2 12.5 0.1", f"2 {token} 0.1"))
+    with pytest.raises(perfkit.PerfkitFormatError) as err:
+        perfkit.open_profile(path, format="mpinside")
+    assert str(err.value).endswith(f"line 5: table 'Communication time totals (s)': expected a number or '-----', "
+                                   f"found {token!r}")

@@ -90,7 +90,8 @@ def _line_of(lines: list[str], pattern: str) -> int:
 
 BROKEN = {  # what is done to rank 150's count table: (edit of its lines from the header on, message, line offset)
     "short row": (lambda t: [t[0], t[1], t[2].rsplit(" ", 1)[0], *t[3:]], "expected 6 columns as in its header", 2),
-    "negative": (lambda t: [t[0], t[1], t[2], "64 1 2 -3 4 5", *t[4:]], "which is negative", 3),
+    "negative": (lambda t: [t[0], t[1], t[2], "64 1 2 -3 4 5", *t[4:]],
+                 "column 4: expected a non-negative number, found '-3'", 3),
     "text": (lambda t: [t[0], t[1], t[2], "64 1 2 x 4 5", *t[4:]], "expected a number or '-----', found 'x'", 3),
     "bin twice": (lambda t: [t[0], t[1], t[2], t[2], *t[4:]], "a size bin appears twice", 2),
     "first column": (lambda t: [t[0], t[1].replace("Sizes", "Bins"), *t[2:]], "expected first column 'Sizes'", 1),

@@ -209,17 +209,31 @@ def _strict_numbers(raw: bytes, ncols: int, lines: Lines, what: str) -> np.ndarr
     return values
 
 
+#: No number MPInside writes reaches this: its counters are 64-bit integers, its times seconds. Larger
+#: numbers are corrupt, and summing or squaring them would overflow.
+TOO_LARGE = 2.0**63
+
+
 def _check_values(values: np.ndarray, raw: bytes, lines: Lines, what: str) -> None:
-    """No table holds a negative or infinite number (times, bytes, calls, ranks, sizes): the line is named."""
-    bad = np.isinf(values) | (values < 0)
+    """No table holds a negative, infinite or too large number (times, bytes, calls, ranks, sizes): the line
+    and the token read are named."""
+    bad = (values < 0) | (values >= TOO_LARGE)  # NaN ('-----') is neither
     if not bad.any():
         return
     row = int(np.argmax(bad.any(axis=1)))
     col = int(np.argmax(bad[row]))
-    why = "is negative" if values[row, col] < 0 else "is infinite (or beyond the float range)"
-    raise PerfkitFormatError(lines.path, lines(_row_line(raw, row)),
-                             f"{what}: column {col + 1} holds {values[row, col]!r}, which {why}; MPInside "
-                             "measures no negative or infinite time, byte count or call count")
+    line = _row_line(raw, row)
+    token = raw.splitlines()[line].split()[col].decode("latin-1")
+    beyond = "" if values[row, col] < 0 or np.isinf(values[row, col]) else " (beyond 2**63: corrupt)"
+    raise PerfkitFormatError(lines.path, lines(line), f"{_not_a(what, col)}, found {token!r}{beyond}")
+
+
+def _not_a(what: str, col: int) -> str:
+    """'<what>: column N: expected a non-negative time' (or byte count, call count, number, by the title)."""
+    title = what.lower()
+    kind = ("time" if "time" in title else "byte count" if "bytes" in title else
+            "call count" if "calls" in title else "number")
+    return f"{what}: column {col + 1}: expected a non-negative {kind}"
 
 
 def _row_line(raw: bytes, row: int) -> int:
@@ -244,21 +258,29 @@ def _raise_on_bad_row(raw: bytes, ncols: int, lines: Lines, what: str) -> None:
             truncated = " (truncated table?)" if row == len(rows) - 1 else ""
             raise PerfkitFormatError(lines.path, lines(row),
                                      f"{what}: expected {ncols} columns as in its header, found {count}{truncated}")
-    row, token = _first_bad_token(rows)
+    row, col, token = _first_bad_token(rows)
+    if _number(token) is not None:  # nan, NaN: a number, but no measurement
+        raise PerfkitFormatError(lines.path, lines(row), f"{_not_a(what, col)}, found {token!r}")
     raise PerfkitFormatError(lines.path, lines(row), f"{what}: expected a number or '-----', found {token!r}")
 
 
-def _first_bad_token(rows: list[bytes]) -> tuple[int, str]:
+def _number(token: str) -> float | None:
+    """``token`` as the C parser reads a number (no '_' digit separators, unlike Python's ``float``), else None."""
+    try:
+        return None if "_" in token else float(token)
+    except ValueError:
+        return None
+
+
+def _first_bad_token(rows: list[bytes]) -> tuple[int, int, str]:
+    """Row, column and text of the first field that is neither '-----' nor a number (NaN included)."""
     for row, line in enumerate(rows):
-        for token in line.split():
-            if token == PLACEHOLDER:
-                continue
-            try:
-                if float(token) != float(token):  # nan, NaN: a token MPInside does not write
-                    return row, token.decode("latin-1")
-            except ValueError:
-                return row, token.decode("latin-1")
-    return 0, "?"
+        for col, field in enumerate(line.split()):
+            token = field.decode("latin-1")
+            value = _number(token)
+            if field != PLACEHOLDER and (value is None or value != value):
+                return row, col, token
+    raise AssertionError("no bad token in a table the parser refused")
 
 
 def rank_column(values: np.ndarray, lines: Lines, raw: bytes, what: str) -> np.ndarray:
