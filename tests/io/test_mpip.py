@@ -486,3 +486,22 @@ def test_run_labels_drop_the_process_id_unless_only_it_tells_runs_apart(tmp_path
     labels = perfkit.io.open.unique_labels([tmp_path / "after" / "test_HPCCG.4.222.1.mpiP",
                                             tmp_path / "before" / "test_HPCCG.4.111.1.mpiP"])
     assert labels == ["after/test_HPCCG.4", "before/test_HPCCG.4"]
+
+
+@pytest.mark.parametrize(("column", "token"), [
+    ("AppTime", "nan"), ("AppTime", "NaN"), ("AppTime", "inf"), ("AppTime", "-inf"), ("AppTime", "-9.51"),
+    ("MPITime", "-0.168"), ("MPITime", "nan"), ("MPITime", "1e308"),
+])
+def test_a_task_time_no_clock_measures_is_refused_naming_line_and_token(column, token, tmp_path):
+    """mpiP prints no NaN, negative or infinite time: refused at its line, the token read quoted (issue 37)."""
+    source = DATA / "userguide" / "v3.5_report.mpiP"
+    lines = source.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["Task"]) + 2  # rank 1
+    fields = lines[row].split()
+    fields[1 if column == "AppTime" else 2] = token
+    lines[row] = "   ".join(fields)
+    path = tmp_path / "bad.mpiP"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PerfkitFormatError) as err:
+        perfkit.open_profile(path)
+    assert str(err.value) == f"{path}, line {row + 1}: column {column!r}: expected a non-negative time, found {token!r}"

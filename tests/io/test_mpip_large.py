@@ -133,6 +133,9 @@ def _line(lines: list[str], pattern: str, nth: int = 0) -> int:
     (lambda f: [*f[:2], "3.5", *f[3:]], "integer"),
     (lambda f: f[:8], "expected 9 columns"),
     (lambda f: [*f[:2], "99999", *f[3:]], "rank absent"),
+    (lambda f: [*f[:5], "-0.168", *f[6:]], "column 'Mean': expected a non-negative number, found '-0.168'"),
+    (lambda f: [*f[:5], "inf", *f[6:]], "column 'Mean': expected a non-negative number, found 'inf'"),
+    (lambda f: [*f[:5], "1e308", *f[6:]], "column 'Mean': expected a non-negative number, found '1e308'"),
 ])
 def test_a_bad_row_deep_in_a_large_report_is_named_by_its_line(tmp_path: Path, edit, words: str) -> None:
     lines = grow(HPCCG_16, COPIES)

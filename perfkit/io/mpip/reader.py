@@ -49,7 +49,7 @@ import pandas as pd
 import xarray as xr
 
 from perfkit.io.mpip.scan import Report, Section, fail, scan
-from perfkit.io.mpip.tables import parse
+from perfkit.io.mpip.tables import TOO_LARGE, parse
 from perfkit.model import COMPUTE, METRICS, make_run
 
 READER = "perfkit.io.mpip"
@@ -152,9 +152,11 @@ def _check_header(report: Report, section: Section, expected: Sequence[str]) -> 
 
 
 def _numbers(report: Report, linenos: list[int], values: Sequence[str], column: str) -> np.ndarray:
-    """Column of numeric text -> float64 (PerfkitFormatError naming the first bad line)."""
+    """Column of numeric text -> float64 (PerfkitFormatError naming the first bad line). mpiP prints no
+    negative number (times, bytes, counts, percentages, ranks, sizes): NaN, negative, infinite and
+    too large values are refused, quoting the token read."""
     try:
-        return np.asarray(values, dtype=np.float64)
+        numbers = np.asarray(values, dtype=np.float64)
     except ValueError:
         for lineno, value in zip(linenos, values, strict=True):
             try:
@@ -162,6 +164,17 @@ def _numbers(report: Report, linenos: list[int], values: Sequence[str], column: 
             except ValueError:
                 raise fail(report, lineno, f"expected a number in column {column!r}, found {value!r}") from None
         raise
+    bad = np.flatnonzero(~((numbers >= 0) & (numbers < TOO_LARGE)))
+    if bad.size:
+        k = int(bad[0])
+        raise fail(report, linenos[k], f"column {column!r}: expected a non-negative {_kind(column)}, "
+                                       f"found {values[k]!r}")
+    return numbers
+
+
+def _kind(column: str) -> str:
+    """What ``column`` holds, in words: time (AppTime, MPITime, the call-time statistics) or number."""
+    return "time" if column in ("AppTime", "MPITime", "AppTime/MPITime", "Time") else "number"
 
 
 def _integers(report: Report, linenos: list[int], values: Sequence[str], column: str) -> np.ndarray:

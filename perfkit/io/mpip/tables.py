@@ -4,7 +4,8 @@ The rows of a section (a byte range, see ``perfkit.io.mpip.scan``) are handed to
 ``pandas.read_csv`` as they are, without copying the file: the call name is text, the other
 columns float64, ``*`` read as NaN in the column where mpiP writes it for its aggregate rows. The
 result is None as soon as one row does not fit (a field too many or too few, text where a number
-belongs, a note line, a fractional integer), and for sections under ``FAST_FROM`` bytes: the
+belongs, a note line, a fractional integer, a number mpiP does not print: NaN, negative, infinite or
+``TOO_LARGE``), and for sections under ``FAST_FROM`` bytes: the
 caller then reads the section line by line, which names the line of a bad row. Nothing is
 accepted here that the line reading refuses, and both readings give the same values.
 """
@@ -22,6 +23,9 @@ from perfkit.io.mpip.scan import Section, Text
 _EXTRA = "\x00extra"  # a column past the last expected one: any value in it means a row too long
 #: Sections smaller than this [B] are read line by line: below it pandas' fixed cost per call dominates.
 FAST_FROM = 1 << 16
+#: No number mpiP prints reaches this (64-bit counters, times in s or ms): larger ones are corrupt, and
+#: summing them could overflow.
+TOO_LARGE = 2.0**63
 
 
 class _Range:
@@ -64,7 +68,7 @@ def parse(section: Section, columns: Sequence[str], *, text: str | None = None, 
         values = frame[name].to_numpy()
         if name == star:
             values = values[~np.isnan(values)]
-        elif np.isnan(values).any():
+        elif not ((values >= 0) & (values < TOO_LARGE)).all():  # NaN too
             return None
         if name in integers and (values != np.round(values)).any():
             return None
