@@ -205,9 +205,8 @@ def busy(cases: list[tuple], work: Path, runs: int) -> int:
             _print(rows[-1])
     summary = _summary(rows)
     errors = [abs(r["without_cpu_error_pct"]) for r in rows]
-    summary.update(wall_s=time.time() - started, runs_per_measurement=runs,
-                   without_cpu_in_interval=sum(r["without_cpu_low"] <= r["elapsed_measured"] <= r["without_cpu_high"]
-                                               for r in rows),
+    inside = [bool(r["without_cpu_low"] <= r["elapsed_measured"] <= r["without_cpu_high"]) for r in rows]
+    summary.update(wall_s=time.time() - started, runs_per_measurement=runs, without_cpu_in_interval=sum(inside),
                    without_cpu_median_abs_error_pct=statistics.median(errors),
                    without_cpu_max_abs_error_pct=max(errors))
     BUSY_RESULTS.parent.mkdir(exist_ok=True)
