@@ -46,6 +46,9 @@ SENDRECV_CALLS = frozenset({"MPI_Sendrecv", "MPI_Sendrecv_replace"})
 RECV_CALLS = frozenset({"MPI_Recv", "MPI_Irecv"})
 
 #: Partner-rank sentinels in the 30-bit rank field of IPM 2 hexadecimal keys.
+#: No number IPM writes reaches this (64-bit counters, times in s): larger ones are corrupt, and summing
+#: them could overflow.
+TOO_LARGE = 2.0**63
 _RANK_MASK = 0x3FFFFFFF
 _RANK_SENTINELS = {_RANK_MASK: "MPI_PROC_NULL", _RANK_MASK - 1: "all ranks", _RANK_MASK - 2: "MPI_ANY_SOURCE"}
 _HEX_KEY = re.compile(r"^[0-9A-Fa-f]{32}$")
@@ -212,8 +215,8 @@ def _read_task(path: Path, out: _Parsed, elem: Any) -> None:
         elif tag == "hash":
             _read_hash(out, task, child)
         elif tag == "perf":
-            task.wtime = _float(child.get("wtime"))
-            task.mtime = _float(child.get("mtime"))
+            task.wtime = _time(path, f"{task.where}/perf", child, "wtime")
+            task.mtime = _time(path, f"{task.where}/perf", child, "mtime")
             task.threads = _float(child.get("omp_num_threads"))
         elif tag == "host":
             task.host = (child.text or "").strip()
@@ -236,13 +239,13 @@ def _read_regions(out: _Parsed, regions: Any, parent: int) -> None:
         out.reg_label.append(region.get("label", ""))
         out.reg_id.append(region.get("id", "-1"))
         out.reg_parent.append(parent)
-        out.reg_wtime.append(region.get("wtime", "nan"))
-        out.reg_mtime.append(region.get("mtime", "nan"))
+        out.reg_wtime.append(region.get("wtime"))  # None (absent): NaN, not measured
+        out.reg_mtime.append(region.get("mtime"))
         funcs = region.findall("func")
         out.fn_region.extend([row] * len(funcs))
         out.fn_name.extend([f.get("name", "") for f in funcs])
-        out.fn_count.extend([f.get("count", "nan") for f in funcs])
-        out.fn_bytes.extend([f.get("bytes", "nan") for f in funcs])
+        out.fn_count.extend([f.get("count") for f in funcs])
+        out.fn_bytes.extend([f.get("bytes") for f in funcs])
         out.fn_time.extend([f.text or "" for f in funcs])
         out.counters.update(c.get("name", "") for c in region.iter("counter"))
         for sub in region.iterfind("regions"):
@@ -283,6 +286,14 @@ def _float(value: Any) -> float:
         return np.nan
 
 
+def _time(path: Path, where: str, elem: Any, name: str) -> float:
+    """A time attribute [s]: NaN when absent or unreadable, refused when NaN, negative, infinite or too large."""
+    value = _float(elem.get(name))
+    if name in elem.attrib and not 0 <= value < TOO_LARGE:
+        raise PerfkitFormatError(path, None, f"{where}: {name}: expected a non-negative time, found {elem.get(name)!r}")
+    return value
+
+
 def _line_of(path: Path, needle: bytes, limit: int = 1 << 20) -> int | None:
     """1-based line of the first occurrence of ``needle`` in the first ``limit`` bytes."""
     with open(path, "rb") as fh:
@@ -291,10 +302,12 @@ def _line_of(path: Path, needle: bytes, limit: int = 1 << 20) -> int | None:
     return None if pos < 0 else head.count(b"\n", 0, pos) + 1
 
 
-def _numbers(path: Path, values: list[str], what: str, where: Any) -> np.ndarray:
-    """Strings -> float64 array; on failure name the element (``where(i)``) holding the bad value."""
+def _numbers(path: Path, values: list[str | None], what: str, where: Any, kind: str | None = None) -> np.ndarray:
+    """Strings -> float64 array (None, an absent attribute: NaN); on failure name the element (``where(i)``)
+    holding the bad value. With ``kind`` (time, count, byte count) a NaN, negative, infinite or too large
+    value is refused, quoting it."""
     try:
-        return np.asarray(values, dtype=np.float64) if values else np.zeros(0)
+        numbers = np.asarray(values, dtype=np.float64) if values else np.zeros(0)
     except ValueError:
         for i, v in enumerate(values):
             try:
@@ -302,6 +315,21 @@ def _numbers(path: Path, values: list[str], what: str, where: Any) -> np.ndarray
             except ValueError:
                 raise PerfkitFormatError(path, None, f"{where(i)}: {what}={v!r} is not a number") from None
         raise
+    if kind is not None:
+        _check_measured(path, numbers, values, what, where, kind)
+    return numbers
+
+
+def _check_measured(path: Path, numbers: np.ndarray, values: list[str | None], what: str, where: Any,
+                    kind: str) -> None:
+    """No NaN written out (an absent value is NaN, not measured), negative, infinite or too large value."""
+    nan = np.flatnonzero(np.isnan(numbers))
+    written = nan[np.not_equal(np.asarray(values, dtype=object)[nan], None)]
+    bad = np.union1d(written, np.flatnonzero((numbers < 0) | (numbers >= TOO_LARGE)))
+    if bad.size:
+        i = int(bad[0])
+        raise PerfkitFormatError(path, None, f"{where(i)}: {what}: expected a non-negative {kind}, "
+                                             f"found {values[i].strip()!r}")
 
 
 def _hent_where(parsed: _Parsed, i: int) -> str:
@@ -418,18 +446,18 @@ def _columns(path: Path, parsed: _Parsed, functions: list[str], warnings: list[s
         task_pos=task_pos,
         reg_task=reg_task,
         reg_parent=np.asarray(parsed.reg_parent, dtype=np.int64),
-        reg_wtime=_numbers(path, parsed.reg_wtime, "wtime", lambda i: _region_where(parsed, i)),
-        reg_mtime=_numbers(path, parsed.reg_mtime, "mtime", lambda i: _region_where(parsed, i)),
+        reg_wtime=_numbers(path, parsed.reg_wtime, "wtime", lambda i: _region_where(parsed, i), "time"),
+        reg_mtime=_numbers(path, parsed.reg_mtime, "mtime", lambda i: _region_where(parsed, i), "time"),
         fn_pos=task_pos[reg_task[fn_region]] if fn_region.size else np.zeros(0, dtype=np.int64),
         fn_func=_function_codes(parsed.fn_name, functions),
-        fn_count=_numbers(path, parsed.fn_count, "count", lambda i: _func_where(parsed, i)),
-        fn_bytes=_numbers(path, parsed.fn_bytes, "bytes", lambda i: _func_where(parsed, i)),
-        fn_time=_numbers(path, parsed.fn_time, "seconds", lambda i: _func_where(parsed, i)),
+        fn_count=_numbers(path, parsed.fn_count, "count", lambda i: _func_where(parsed, i), "count"),
+        fn_bytes=_numbers(path, parsed.fn_bytes, "bytes", lambda i: _func_where(parsed, i), "byte count"),
+        fn_time=_numbers(path, parsed.fn_time, "seconds", lambda i: _func_where(parsed, i), "time"),
         he_task=he_task,
         he_pos=task_pos[he_task],
         he_func=_function_codes(parsed.he_call, functions),
-        he_bytes=_numbers(path, parsed.he_bytes, "bytes", lambda i: _hent_where(parsed, i)),
-        he_count=_numbers(path, parsed.he_count, "count", lambda i: _hent_where(parsed, i)),
+        he_bytes=_numbers(path, parsed.he_bytes, "bytes", lambda i: _hent_where(parsed, i), "byte count"),
+        he_count=_numbers(path, parsed.he_count, "count", lambda i: _hent_where(parsed, i), "count"),
         he_time=_hent_totals(path, parsed),
     )
 
@@ -441,7 +469,7 @@ def _hent_totals(path: Path, parsed: _Parsed) -> np.ndarray:
         bad = next(i for i, text in enumerate(parsed.he_text) if len(text.split()) != 3)
         raise PerfkitFormatError(path, None, f"{_hent_where(parsed, bad)}: text {parsed.he_text[bad]!r} is not "
                                              "'total min max' seconds")
-    return _numbers(path, tokens[0::3], "total time", lambda i: _hent_where(parsed, i))
+    return _numbers(path, tokens[0::3], "total time", lambda i: _hent_where(parsed, i), "time")
 
 
 def _rank_axis(path: Path, parsed: _Parsed, warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -536,3 +536,43 @@ def test_round_trip(tmp_path: Path, nranks: int, plan: list, hex_keys: bool, wti
     counts = ds["sizes"].isel(run=0).sel(stat="count").sum("size_bin")
     mpi = [f for f in ds["function"].values if f != "Compute"]
     np.testing.assert_array_equal(counts.sel(function=mpi).values, prof.sel(function=mpi, metric="calls").values)
+
+
+@pytest.mark.parametrize("token", ["nan", "NaN", "-0.168", "inf", "-inf", "1e308"])
+@pytest.mark.parametrize(("old", "template", "said"), [
+    ('<perf wtime="4.53140e-02"', '<perf wtime="{}"', "/perf: wtime: expected a non-negative time"),
+    ('wtime="3.16331e-02"', 'wtime="{}"',
+     "/regions/region[@label='ipm_noregion']: wtime: expected a non-negative time"),
+    ('count="1" bytes="0.0000e+00" > 0.0000e+00 </func>', 'count="1" bytes="0.0000e+00" > {} </func>',
+     "/func[@name='MPI_Init']: seconds: expected a non-negative time"),
+    ('<func name="MPI_Init" count="1"', '<func name="MPI_Init" count="{}"', "func[@name='MPI_Init']: count: expected "
+                                                                             "a non-negative count"),
+])
+def test_a_value_no_profiler_measures_is_refused_naming_element_and_token(old, template, said, token, tmp_path):
+    """NaN written out, negative, infinite or too large: refused, the token quoted (an absent value is NaN)."""
+    text = V200.read_text(encoding="latin-1")
+    assert old in text
+    path = tmp_path / "bad.ipm.xml"
+    path.write_text(text.replace(old, template.format(token), 1), encoding="latin-1")
+    with pytest.raises(PerfkitFormatError) as err:
+        perfkit.open_profile(path)
+    assert str(err.value).startswith(f"{path}: /ipm_job_profile/task[1][@mpi_rank=")
+    assert str(err.value).endswith(f"{said}, found {token!r}")
+
+
+def test_an_absent_time_is_not_measured_not_refused(tmp_path):
+    path = tmp_path / "absent.ipm.xml"
+    path.write_text(V200.read_text(encoding="latin-1").replace('wtime="3.16331e-02" ', "", 1), encoding="latin-1")
+    assert perfkit.open_profile(path).sizes["rank"] > 0
+
+
+@pytest.mark.parametrize(("old", "new", "said"), [
+    ('bytes="32768" orank="0"', 'bytes="-1" orank="0"', "bytes: expected a non-negative byte count, found '-1'"),
+    ('count="2031" tid="0" >5.9917e-03', 'count="2031" tid="0" >inf', "total time: expected a non-negative time, "
+                                                                      "found 'inf'"),
+])
+def test_a_hash_entry_no_profiler_measures_is_refused(old, new, said, tmp_path):
+    path = tmp_path / "bad.ipm.xml"
+    path.write_text(V206.read_text(encoding="latin-1").replace(old, new, 1), encoding="latin-1")
+    with pytest.raises(PerfkitFormatError, match=re.escape(f"/hash/hent[1]: {said}")):
+        perfkit.open_profile(path)
