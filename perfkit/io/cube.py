@@ -56,6 +56,9 @@ CUBE_METRICS: dict[str, tuple[str, ...]] = {
     "bytes_recv": ("bytes_received", "bytes_rcvd"),
     "calls_recv": ("comms_recv",),
 }
+#: No value a profiler stores reaches this (64-bit counters, times in s): larger ones are corrupt, and summing
+#: them would overflow.
+TOO_LARGE = 2.0**63
 #: CUBE data types that are plain numbers (pycubexr returns a numpy array for them).
 NUMERIC_DTYPES = re.compile(r"^(DOUBLE|FLOAT|U?INT(8|16|32|64)?|INTEGER|(UNSIGNED |SIGNED )?(SHORT )?INT(EGER)?|CHAR)$")
 MPI_REGION = re.compile(r"^MPI_\w+$", re.IGNORECASE)
@@ -441,7 +444,7 @@ def _flatten_profile(path: Path, parser: Any, system: SystemTree) -> FlatProfile
                                                      "values of metric 'time'") from None
             flat.warnings.append(f"metric {metric.name!r} is declared but the archive holds no values for it")
             continue
-        _check_values(path, metric, np.asarray(stored.values, dtype=np.float64), len(stored.cnode_indices))
+        _check_values(path, metric, np.asarray(stored.values, dtype=np.float64), len(stored.cnode_indices), ours)
         values = _by_function(stored, cnodes, index, len(functions), n_loc)
         if ours == "time":
             flat.elapsed_per_location = values.sum(axis=0)
@@ -454,15 +457,17 @@ def _flatten_profile(path: Path, parser: Any, system: SystemTree) -> FlatProfile
     return flat
 
 
-def _check_values(path: Path, metric: Any, values: np.ndarray, n_cnodes: int) -> None:
-    """Stored values must be finite and non-negative (no profiler measures a negative time, visit or byte)."""
-    for bad, what in ((~np.isfinite(values), "is not finite"), (values < 0, "is negative")):
-        if bad.any():
-            k = int(np.argmax(bad))
-            n_loc = max(values.size // max(n_cnodes, 1), 1)
-            raise PerfkitFormatError(path, None, f"metric {metric.name!r}: the value {values[k]!r} of call-tree "
-                                                 f"entry {k // n_loc}, location {k % n_loc} {what}",
-                                     member=f"{metric.id}.data")
+def _check_values(path: Path, metric: Any, values: np.ndarray, n_cnodes: int, ours: str) -> None:
+    """Stored values must be finite, non-negative and below ``TOO_LARGE`` (no profiler measures a negative time,
+    visit or byte; larger ones are corrupt and their sums would overflow)."""
+    bad = ~((values >= 0) & (values < TOO_LARGE))  # NaN too
+    if bad.any():
+        k = int(np.argmax(bad))
+        n_loc = max(values.size // max(n_cnodes, 1), 1)
+        kind = {"time": "time", "bytes_sent": "byte count", "bytes_recv": "byte count"}.get(ours, "count")
+        raise PerfkitFormatError(path, None, f"metric {metric.name!r}, call-tree entry {k // n_loc}, location "
+                                             f"{k % n_loc}: expected a non-negative {kind}, found the stored value "
+                                             f"{float(values[k])!r}", member=f"{metric.id}.data")
 
 
 def _label(region: Any) -> str:
@@ -589,7 +594,7 @@ def read_call_tree(path: str | PathLike) -> CallTree:
                 stored = parser.get_metric_values(metric)
             except MissingMetricError:
                 continue
-            _check_values(path, metric, np.asarray(stored.values, dtype=np.float64), len(stored.cnode_indices))
+            _check_values(path, metric, np.asarray(stored.values, dtype=np.float64), len(stored.cnode_indices), ours)
             per_location = _exclusive(stored, cnodes, n_loc)
             values[ours] = np.asarray((to_rank @ per_location.T).T)
     if "time" not in values:

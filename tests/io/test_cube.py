@@ -291,3 +291,16 @@ def test_directory_and_missing_file(tmp_path: Path) -> None:
 
 def test_warnings_are_json(blast: xr.Dataset) -> None:
     assert isinstance(json.loads(blast.attrs["warnings"]), list)
+
+
+@pytest.mark.parametrize("value", [float("nan"), -0.168, float("inf"), -float("inf"), 1e308])
+def test_a_stored_time_no_profiler_measures_is_refused(value: float, tmp_path: Path) -> None:
+    """NaN, negative, infinite or too large: refused naming member, metric, entry, location and the value."""
+    import struct
+
+    members = _members(BLAST)
+    data = members["1.data"]  # metric 'time': a header, then big-endian doubles
+    members["1.data"] = data[:10] + struct.pack(">d", value) + data[18:]
+    err = _assert_format_error(_write_tar(tmp_path / "bad.cubex", members), "metric 'time', call-tree entry 0, "
+                               f"location 0: expected a non-negative time, found the stored value {value!r}")
+    assert err.member == "1.data"
