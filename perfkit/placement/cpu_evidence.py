@@ -35,7 +35,7 @@ NOT_MEASURED = "CPU not measured"
 
 @dataclass(frozen=True)
 class CpuEvidence:
-    """The CPU measurements behind a prediction [s] (module docstring), and the ranks they are of."""
+    """The CPU measurements behind a prediction (module docstring): times [s], shares [1] and the ranks."""
 
     busiest_rank: int
     mpi_wall: float

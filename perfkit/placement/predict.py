@@ -206,7 +206,7 @@ def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after:
     unknown = network.sources.get("node_link_Bps") == UNKNOWN
     capped = cpu is not None
     point, candidates = _scenarios(elapsed, mpi - peers - own, before, after, unknown, rest_with_links, capped)
-    if capped:  # what the CPU evidence does not settle (module docstring)
+    if cpu is not None:  # what the CPU evidence does not settle (module docstring)
         moved = mpi - min(mpi, cpu.peer_extra_cpu)  # time off a core going as the old rest did: only down
         candidates.append(min(_scenarios(elapsed, moved, before, after, unknown, rest_with_links, capped)[1]))
         candidates += _scenarios(elapsed, mpi - peers - own_first, before, after, unknown, rest_with_links, capped)[1]
