@@ -158,7 +158,7 @@ class Testbed:
         if self.cpu is not None and not cpu.why_no_quota(self.cpu):
             fits = spec.nodes * spec.node_cpu <= machine_cores()  # then first claim on the cores, as if alone
             for name in spec.node_names:
-                cpu.create(self.cpu, self.namespace(name), spec.node_cpu, heavy=fits)
+                cpu.create(self.cpu, self.namespace(name), spec.node_cpu, slots=spec.cores, heavy=fits)
                 self._groups.append(self.namespace(name))
         procs = {n: self.cpu.procs_from_nodes(self.namespace(n)) for n in spec.node_names} if self._groups else {}
         write_launch_files(self.state, spec, self.namespace, procs)

@@ -32,6 +32,8 @@ _MIN_QUOTA_S, _MAX_PERIOD_S = 1e-3, 1.0
 #: The largest weight a group may have (v1 ``cpu.shares``, v2 ``cpu.weight``): a node gets its quota
 #: however many other processes want this machine's cores (quotas that fit the machine leave them the rest)
 _HEAVIEST = {1: ("cpu.shares", 262144), 2: ("cpu.weight", 10000)}
+#: A process's weight (v1, v2)
+_DEFAULT = {1: 1024, 2: 100}
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,11 @@ def period_for(cores: float) -> float:
     return min(_MAX_PERIOD_S, max(PERIOD_S, _MIN_QUOTA_S / cores))
 
 
-def create(ctl: Controller, name: str, cores: float, *, heavy: bool) -> None:
+def create(ctl: Controller, name: str, cores: float, *, slots: int, heavy: bool) -> None:
     """Group ``name`` whose processes together run at most ``cores`` cores' worth [cores] per period;
     ``heavy``: they run before the machine's other processes while under it (the heaviest weight), for
-    quotas that together fit the machine (else the default weight: they share it as processes do)."""
+    quotas that together fit the machine; else the group weighs as ``slots`` busy processes (a node as
+    its ranks would outside it)."""
     period = period_for(cores)
     period_us, quota_us = round(period * 1e6), max(1000, round(cores * period * 1e6))
     folder = ctl.group(name)
@@ -113,9 +116,8 @@ def create(ctl: Controller, name: str, cores: float, *, heavy: bool) -> None:
     else:
         (folder / "cpu.cfs_period_us").write_text(f"{period_us}\n")
         (folder / "cpu.cfs_quota_us").write_text(f"{quota_us}\n")
-    if heavy:
-        weight, value = _HEAVIEST[ctl.version]
-        (folder / weight).write_text(f"{value}\n")
+    weight, heaviest = _HEAVIEST[ctl.version]
+    (folder / weight).write_text(f"{heaviest if heavy else min(heaviest, slots * _DEFAULT[ctl.version])}\n")
 
 
 def quota(ctl: Controller, name: str) -> tuple[float, float]:

@@ -65,7 +65,9 @@ def test_without_a_cpu_controller_the_default_is_undilated_and_a_factor_is_refus
 def test_leftovers_are_only_groups_of_dead_testbeds_and_running_ones_are_counted():
     ctl = cpu.controller()
     foreign = [f"{cpu.PREFIX}{os.getpid()}-abc123-node000", "pktbx-1-abc123-node000", f"{cpu.PREFIX}notours"]
-    cpu.create(ctl, foreign[0], 0.5, heavy=False)
+    cpu.create(ctl, foreign[0], 0.5, slots=3, heavy=False)
+    assert (ctl.group(foreign[0]) / ("cpu.shares" if ctl.version == 1 else "cpu.weight")).read_text().strip() == \
+        ("3072" if ctl.version == 1 else "300")  # as three busy processes
     for name in foreign[1:]:
         ctl.group(name).mkdir()
     try:
@@ -116,9 +118,11 @@ def test_compute_time_stays_constant_in_cluster_time_and_the_quota_applies(tmp_p
         pytest.skip(f"calibrated for 2 cores (this machine has {machine_cores()})")
     exe = build_spin(tmp_path)
     stretch = {}  # compute time in cluster time / CPU time, mean over ranks
+    shared = []  # notes of other testbeds running meanwhile
     for nodes in (1, 2, 4):
         with Testbed(nodes, 2, dilation="auto") as tb:
             times, report = _spin(tb, exe, tmp_path)
+            shared += [note for note in tb.notes if "other testbeds running" in note]
         stretch[nodes] = statistics.mean(w / report["dilation"] / c for w, c in times)
     assert report["dilation"] == auto_dilation(4, 2, 2, tb.spec.bandwidth)
     assert report["cluster_s"] == pytest.approx(report["wall_s"] / report["dilation"])
@@ -129,6 +133,8 @@ def test_compute_time_stays_constant_in_cluster_time_and_the_quota_applies(tmp_p
         assert any("quotas ask for 8 cores" in note for note in tb.notes)
         plain, _ = _spin(tb, exe, tmp_path)
     undilated = statistics.mean(w / c for w, c in plain)
+    if shared and not all(0.8 < s < 1.25 for s in stretch.values()):
+        pytest.skip(f"another testbed took this one's cores ({shared[0]}): stretch {stretch}")
     assert all(0.8 < s < 1.25 for s in stretch.values()), (stretch, os.getloadavg())
     assert undilated > 2, (undilated, os.getloadavg())
 
