@@ -12,8 +12,9 @@ clock limit, so a segfault, a runaway allocation or a hang is an outcome, not a 
 Outcomes: ``accepted`` (read, and the result is sane), ``refused`` (a ``PerfkitFormatError`` naming
 the file, or ``FileNotFoundError``/``PermissionError``), and the failures ``silent`` (read, but the
 cube holds a value no profiler produces: ±inf, a negative time/byte/count, or fails ``validate``),
-``foreign`` (any other exception type, or a ``PerfkitFormatError`` without ``.path``), ``died``
-(killed by a signal or non-zero exit) and ``timeout``.
+``foreign`` (any other exception type, or a ``PerfkitFormatError`` without ``.path``), ``noisy``
+(read or refused, but a ``RuntimeWarning`` such as numpy's overflow was raised on the way: it would
+reach the user's stderr), ``died`` (killed by a signal or non-zero exit) and ``timeout``.
 
     python tools/fuzz.py --cases 3000            # per format; prints a table, exits 1 on a failure
     python tools/fuzz.py --cases 200 --format mtx --seed 7 --keep /tmp/failures
@@ -45,7 +46,7 @@ DATA = ROOT / "tests" / "data"
 MEMORY_LIMIT = 2 * 1024**3
 #: Wall-clock limit of one case [s].
 TIME_LIMIT = 20.0
-FAILURES = ("silent", "foreign", "died", "timeout")
+FAILURES = ("silent", "foreign", "noisy", "died", "timeout")
 
 #: Tokens a corrupted number may become.
 TOKENS = (
@@ -249,9 +250,8 @@ def generate(seed_files: dict[str, list[Path]], cases: int, directory: Path, see
 # --- hostile files ----------------------------------------------------------------------------------
 
 HOSTILE = DATA / "hostile"
-#: Formats whose hostile files must be refused with a line number (mpiP and IPM refuse bad values
-#: after reading, in ``perfkit.io.registry.check_values``, naming rank, function and metric instead).
-TEXT_FORMATS = ("mpinside", "csv", "mtx")
+#: Formats whose hostile files must be refused with a line number (IPM names the XML element instead).
+TEXT_FORMATS = ("mpinside", "mpip", "csv", "mtx")
 
 
 @dataclass
@@ -417,25 +417,35 @@ def run_case(path: str, fmt: str) -> dict[str, Any]:
     """Read one file with the reader of ``fmt``; classify what happened (runs inside the sandbox)."""
     import warnings
 
-    from perfkit.errors import PerfkitFormatError
-
     if CUT_WHILE_READ in Path(path).name:  # another process cuts the file short while it is read
         import threading
 
         rng = random.Random(path)
         size = os.path.getsize(path)
         threading.Timer(rng.uniform(0.0, 0.05), os.truncate, (path, rng.randrange(size // 8, size))).start()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _read_case(path, fmt)
+    noise = next((w for w in caught if issubclass(w.category, RuntimeWarning)), None)
+    if noise is not None:
+        return {"outcome": "noisy", "type": noise.category.__name__, "message": f"{noise.message} "
+                f"({Path(noise.filename).name}:{noise.lineno}; then {result['outcome']})"[:300]}
+    return result
+
+
+def _read_case(path: str, fmt: str) -> dict[str, Any]:
+    """The outcome of reading ``path`` as ``fmt``: accepted, refused, silent or foreign."""
+    from perfkit.errors import PerfkitFormatError
+
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if fmt in ("csv", "mtx", "npy", "npz"):
-                from perfkit.io.matrix import matrix_to_dataset, open_matrix
+        if fmt in ("csv", "mtx", "npy", "npz"):
+            from perfkit.io.matrix import matrix_to_dataset, open_matrix
 
-                ds = matrix_to_dataset(open_matrix(path, fmt=fmt))
-            else:
-                from perfkit.io.open import open_profile
+            ds = matrix_to_dataset(open_matrix(path, fmt=fmt))
+        else:
+            from perfkit.io.open import open_profile
 
-                ds = open_profile(path, format=fmt)
+            ds = open_profile(path, format=fmt)
     except PerfkitFormatError as exc:
         if exc.path is None:
             return {"outcome": "foreign", "type": "PerfkitFormatError without path", "message": str(exc)[:300]}

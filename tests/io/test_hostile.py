@@ -191,3 +191,21 @@ def test_cli_info_lists_refused_files(study: list[Path], capsys: pytest.CaptureF
     assert main(["info", "--format", "mpip", "--errors", "warn", *map(str, study)]) == 0
     err = capsys.readouterr().err
     assert all(f"refused: {p}" in err for p in study[-2:]) and "2 file(s) could not be read" in err
+
+
+def test_a_numpy_warning_on_the_way_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A RuntimeWarning (numpy's overflow) would reach the user's stderr: the fuzzer calls the case noisy."""
+    import perfkit.io.mpinside
+    from tools.fuzz import run_case
+
+    read = perfkit.io.mpinside.read
+
+    def overflowing(*args, **kwargs):
+        np.multiply(np.float64(1e308), 10.0)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(perfkit.io.mpinside, "read", overflowing)
+    result = run_case(str(_HOSTILE_DIR.parents[2] / "data" / "seed" / "mpinside_seed_tables.txt"), "mpinside")
+    assert result["outcome"] == "noisy" and "noisy" in FAILURES
+    assert result["type"] == "RuntimeWarning" and result["message"].startswith("overflow encountered in multiply")
+    assert result["message"].endswith("; then accepted)")
