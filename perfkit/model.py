@@ -44,7 +44,8 @@ METRIC_UNITS: dict[str, str] = {
 }
 METRICS = tuple(METRIC_UNITS)
 #: Optional metric: CPU time (user + system) of the rank's main thread in the function [s] (``perfkit collect``'s
-#: profiles and OTF2 traces; on ``Compute`` outside MPI calls; NaN on ``w_``/``b_`` parts, whose call's CPU time is on its main part).
+#: profiles and OTF2 traces; on ``Compute`` outside MPI calls; NaN on ``w_``/``b_`` parts, whose call's CPU time
+#: is on its main part).
 CPU_TIME = "cpu_time"
 OPTIONAL_METRIC_UNITS: dict[str, str] = {CPU_TIME: "s"}
 #: ``rank_cpu`` (optional, ``perfkit collect``): each rank's CPU counters over the profiled interval (from the end
