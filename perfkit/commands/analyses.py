@@ -359,7 +359,8 @@ def run_scaling(args: argparse.Namespace) -> int:
 
 
 #: What a run whose elapsed time is 0 gets instead of a speed-up.
-ZERO_ELAPSED = "elapsed time is 0 s (no time measured): left out of the speed-ups and the base"
+ZERO_TIME = "elapsed time is 0 s (no time measured)"
+ZERO_ELAPSED = f"{ZERO_TIME}: left out of the speed-ups and the base"
 
 
 def timed_scaling(ds: xr.Dataset, kind: str | None, base: float | str | None) -> Any:
@@ -376,7 +377,7 @@ def timed_scaling(ds: xr.Dataset, kind: str | None, base: float | str | None) ->
         return table
     if base in zero or len(zero) == len(table):
         named = base if base in zero else ", ".join(zero)
-        raise ValueError(f"{named}: {ZERO_ELAPSED.split(':')[0]}; there is no time to scale against")
+        raise ValueError(f"{named}: {ZERO_TIME}; there is no time to scale against")
     measured = scaling(ds.isel(run=~np.isin(ds["run"].values.astype(str), zero)), kind=kind, base=base)
     undefined = ("speedup", "efficiency", "jobs_per_day", "jobs_per_hour", "base_nprocs", "base_value")
     marked = table[table["run"].isin(zero)].assign(**dict.fromkeys(undefined, np.nan), note=ZERO_ELAPSED)
