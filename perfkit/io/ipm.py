@@ -49,6 +49,8 @@ RECV_CALLS = frozenset({"MPI_Recv", "MPI_Irecv"})
 #: No number IPM writes reaches this (64-bit counters, times in s): larger ones are corrupt, and summing
 #: them could overflow.
 TOO_LARGE = 2.0**63
+#: Bytes handed to the XML parser at a time.
+READ_SIZE = 1 << 22
 _RANK_MASK = 0x3FFFFFFF
 _RANK_SENTINELS = {_RANK_MASK: "MPI_PROC_NULL", _RANK_MASK - 1: "all ranks", _RANK_MASK - 2: "MPI_ANY_SOURCE"}
 _HEX_KEY = re.compile(r"^[0-9A-Fa-f]{32}$")
@@ -139,7 +141,7 @@ def _parse(path: Path) -> _Parsed:
                                      f"root element is <{first}>, expected <{ROOT}>: not an IPM XML log")
         fh.seek(0)
         try:
-            return _walk(path, _streaming_parser(head, first)(fh))
+            return _walk(path, _streaming_parser(head, first)(_LargeReads(fh)))
         except ParseError as exc:
             line, column = exc.position
             reason = re.sub(r": line \d+, column \d+$", "", str(exc))
@@ -154,6 +156,17 @@ def _parse(path: Path) -> _Parsed:
             line = _line_of(path, f"<!ENTITY {name}".encode()) if name else None
             raise PerfkitFormatError(path, line, f"refused: {exc} (entity declarations and external references "
                                                  "are not allowed in IPM logs)") from None
+
+
+class _LargeReads:
+    """``fh`` read ``READ_SIZE`` bytes at a time whatever the parser asks (iterparse asks 16 KiB): expat
+    scans a token cut by a read again from its start on each feed, quadratic for a token of megabytes."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh = fh
+
+    def read(self, size: int = -1) -> bytes:
+        return self._fh.read(max(size, READ_SIZE))
 
 
 def _streaming_parser(head: bytes, first: str | None) -> Any:

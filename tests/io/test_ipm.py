@@ -576,3 +576,14 @@ def test_a_hash_entry_no_profiler_measures_is_refused(old, new, said, tmp_path):
     path.write_text(V206.read_text(encoding="latin-1").replace(old, new, 1), encoding="latin-1")
     with pytest.raises(PerfkitFormatError, match=re.escape(f"/hash/hent[1]: {said}")):
         perfkit.open_profile(path)
+
+
+def test_a_token_of_megabytes_is_parsed_in_few_reads(tmp_path):
+    """iterparse asks 16 KiB a read; expat rescans a token cut by a read: the reader hands it 4 MiB a time."""
+    import io
+
+    assert len(ipm._LargeReads(io.BytesIO(bytes(10 << 20))).read(16 * 1024)) == ipm.READ_SIZE
+    path = tmp_path / "long_attribute.ipm.xml"
+    path.write_text(V200.read_text(encoding="latin-1").replace('gflop="0.00000e+00"', f'gflop="{"N" * (8 << 20)}"',
+                                                               1), encoding="latin-1")
+    assert perfkit.open_profile(path).sizes["rank"] > 0
