@@ -44,7 +44,7 @@ from perfkit.placement.network import ACHIEVED_FRACTION, REPEATABILITY, Network,
 from perfkit.placement.placement import Placement
 from perfkit.placement.strategies import place
 from perfkit.placement.topology import Topology
-from perfkit.placement.traffic import select_traffic
+from perfkit.placement.traffic import select_traffic, wire_traffic
 from perfkit.runs import run_labels, select_one
 
 _NOT_RUN_TIME = ("MPI_Init", "MPI_Init_thread", "MPI_Finalize")
@@ -217,8 +217,9 @@ def _predict(what: str, ds: xr.Dataset, run: str, before: dict[str, Any], after:
 
 
 def _matrices(ds: xr.Dataset, run: str) -> tuple[Any, Any]:
-    """Bytes and message counts of ``run`` (dense or sparse-backed), ranks absent from it dropped."""
-    return select_traffic(ds, run=run, quantity="bytes")
+    """Bytes on the wire (point to point and collectives') and point-to-point message counts of ``run`` (dense or
+    sparse-backed), ranks absent from it dropped."""
+    return wire_traffic(ds, run=run)
 
 
 def _switches(topology: Topology) -> np.ndarray | None:

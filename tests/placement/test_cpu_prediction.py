@@ -58,7 +58,8 @@ def test_waiting_for_a_core_is_not_scaled_with_the_links(imbalanced_ring):
     report = (f"before {imbalanced_ring['elapsed_before_all']}, after {imbalanced_ring['elapsed_after_all']}; "
               f"predicted {p.elapsed_after:.2f} [{p.elapsed_after_low:.2f}, {p.elapsed_after_high:.2f}], "
               f"without CPU {old.elapsed_after:.2f}; {cpu}")
-    assert p.inter_node_bytes_after == pytest.approx(2 * p.inter_node_bytes_before), report
+    # the ring's bytes between nodes double; its allreduce's (collective bytes, on the wire too) do not
+    assert p.inter_node_bytes_after == pytest.approx(2 * p.inter_node_bytes_before, rel=1e-4), report
     assert cpu["critical_rank"] == 0 and cpu["held_peers_s"] > 0.5 * p.mpi_seconds, report
     assert p.elapsed_after_low <= measured <= p.elapsed_after_high, report
     assert abs(p.elapsed_after / measured - 1) < 0.15, report
