@@ -30,6 +30,15 @@ See docs/testbed.md.
 """
 
 
+def _strategy(name: str) -> str:
+    """A placement strategy's name, checked before anything runs (an unknown one is a usage error)."""
+    from perfkit.placement.strategies import STRATEGIES
+
+    if name not in STRATEGIES:
+        raise argparse.ArgumentTypeError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
+    return name
+
+
 def _positive_int(text: str) -> int:
     """A count option's value: a whole number of at least 1."""
     try:
@@ -157,8 +166,9 @@ def configure_loop(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bandwidth", default="200mbit", metavar="RATE",
                         help="each node's link rate (default 200mbit)")
     parser.add_argument("--switch-size", type=_positive_int, default=None, metavar="K", help="nodes per leaf switch")
-    parser.add_argument("--strategy", nargs="+", default=["scotch"],
-                        help="placement strategies to try (default scotch)")
+    parser.add_argument("--strategy", nargs="+", default=["scotch"], type=_strategy,
+                        help="placement strategies to try (default scotch): block, round_robin, random, scotch, "
+                             "scotch_nodes")
     parser.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi", help="launcher (default openmpi)")
     _dilation_option(parser)
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for profiles and loop.json")

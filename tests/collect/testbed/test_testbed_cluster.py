@@ -237,11 +237,13 @@ def test_without_root_it_says_why(monkeypatch, capsys):
                                   ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--switch-size", "-1"],
                                   ["testbed", "--nodes", "2", "--cores", "1", "--clock-skew", "0.5"],
                                   ["testbed", "--nodes", "2", "--cores", "1", "--dilation", "0.5"],
-                                  ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--dilation", "fast"]])
+                                  ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--dilation", "fast"],
+                                  ["loop", "--nodes", "2", "--cores", "1", "-o", "x", "--strategy", "round-robin"]])
 def test_counts_are_checked_before_anything_runs(argv, capsys):
     from perfkit.cli import main
 
     with pytest.raises(SystemExit) as stopped:
         main([*argv, "--", "true"])
     assert stopped.value.code == 2
-    assert re.search("expected a whole number|expected whole seconds|expected 'auto'", capsys.readouterr().err)
+    assert re.search("expected a whole number|expected whole seconds|expected 'auto'|expected one of block",
+                     capsys.readouterr().err)
