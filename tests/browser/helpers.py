@@ -115,5 +115,15 @@ def drag_upper_handle(page, scope, dx: float) -> None:
 
 
 def wait_for_new_picture(locator, before: bytes, timeout: float, what: str) -> bytes:
-    """Poll screenshots of ``locator`` until they differ from ``before``; return the new one."""
-    return wait_until(lambda: (shot := locator.screenshot()) != before and shot, timeout, what, interval=0.5)
+    """Poll screenshots of ``locator`` until they differ from ``before``; return the new one. While the plot is
+    redrawn its canvas may be hidden for a moment (playwright then refuses the screenshot): that is "not yet"."""
+    from playwright.sync_api import Error
+
+    def new_picture() -> bytes | None:
+        try:
+            shot = locator.screenshot(timeout=5_000)
+        except Error:
+            return None
+        return shot if shot != before else None
+
+    return wait_until(new_picture, timeout, what, interval=0.5)
