@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfkit.collect.testbed.netns import OWNED, PREFIX, alive
+from perfkit.collect.testbed.netns import OWNED, PREFIX, alive, stop
 
 #: Shortest scheduling period of the quotas [s]. A node's share is granted afresh each period, and a
 #: rank that computes after a wait first spends what is left of the current period's at full speed, so
@@ -149,18 +148,7 @@ def pids_in(ctl: Controller, name: str) -> list[int]:
 def remove(ctl: Controller, names: Iterable[str], grace: float = 2.0) -> None:
     """Stop every process in groups ``names`` (TERM, then KILL after ``grace`` s) and delete the groups."""
     names = [n for n in names if OWNED.match(n) and ctl.group(n).is_dir()]
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        pids = [p for n in names for p in pids_in(ctl, n)]
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(pids_in(ctl, n) for n in names):
-            time.sleep(0.05)
+    stop(lambda: [p for n in names for p in pids_in(ctl, n)], grace)
     for name in names:
         _rmdir(ctl.group(name))
 

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 PREFIX = "pktb-"
@@ -75,8 +75,14 @@ def pids_in(namespace: str) -> list[int]:
 def kill_all(spaces: Iterable[str], grace: float = 2.0) -> None:
     """TERM every process in ``spaces``, then KILL what is left after ``grace`` seconds."""
     spaces = list(spaces)
+    stop(lambda: [p for ns in spaces for p in pids_in(ns)], grace)
+
+
+def stop(pids_of: Callable[[], list[int]], grace: float = 2.0) -> None:
+    """TERM the processes ``pids_of()`` lists, then KILL what is left after ``grace`` seconds (waiting up to 5 s
+    for them to go)."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        pids = [p for ns in spaces for p in pids_in(ns)]
+        pids = pids_of()
         if not pids:
             return
         for pid in pids:
@@ -85,7 +91,7 @@ def kill_all(spaces: Iterable[str], grace: float = 2.0) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(pids_in(ns) for ns in spaces):
+        while time.monotonic() < deadline and pids_of():
             time.sleep(0.05)
 
 
